@@ -1,0 +1,51 @@
+# rmqspec: every target bootstraps .venv from nothing (Python 3.11 and OpenJDK 17 on the machine).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export PYTHONHASHSEED ?= 0
+
+.PHONY: venv conform test lint typecheck rules crosshair pytest docs bench mutmut clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (rmqspec needs Python 3.11)"; exit 2; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	touch $(STAMP)
+
+# The main job: the full conformance run on the embedded default target.
+conform: $(STAMP)
+	$(BIN)/rmqspec conform --target reference
+	$(BIN)/rmqspec mutants
+	$(BIN)/rmqspec rules
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p rmqspec
+	$(BIN)/mypy tests benchmarks
+
+rules: $(STAMP)
+	$(BIN)/rmqspec rules --check
+
+crosshair: $(STAMP)
+	$(BIN)/python -m rmqspec.reference.contracts_check
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+test: lint typecheck rules crosshair pytest docs
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) site build *.egg-info .mypy_cache .ruff_cache

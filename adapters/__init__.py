@@ -1,0 +1,1 @@
+"""rmqspec.adapters: targets of the conformance suite (in-process model, remoting protocol)."""

@@ -1,0 +1,1 @@
+"""rmqspec.conformance: the conformance suite, history checker and trace verification. Imports the reference."""

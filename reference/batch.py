@@ -1,0 +1,142 @@
+"""Batch messages: the client's rules and the broker's (facts §1.4)."""
+
+from __future__ import annotations
+
+import attrs
+
+from .constants import (
+    RETRY_PREFIX,
+    TRANSACTION_NOT_TYPE,
+    Code,
+    Prop,
+    transaction_value,
+)
+from .observations import BatchOk, Rejected
+from .properties import encode_properties
+from .put import append, parse_delay, resolve_topic, validate_topic
+from .records import Inner, Props, Record
+from .semantics import Semantics
+from .state import BrokerState, with_props
+
+
+@attrs.frozen
+class BatchEntry:
+    """One message inside a batch."""
+
+    body: bytes
+    properties: Props
+    flag: int = 0
+    topic: str | None = None  # the client-side message's topic (None: the batch topic)
+
+
+@attrs.frozen
+class Batch:
+    """SEND_BATCH_MESSAGE: the wrapper header plus its inner messages."""
+
+    topic: str
+    entries: tuple[BatchEntry, ...]
+    queue_id: int = 0
+    sys_flag: int = 0
+    properties: Props = attrs.field(factory=lambda: Props())  # the wrapper's own properties
+    born_timestamp: int | None = None
+    born_host: tuple[str, int] = ("127.0.0.1", 50000)
+    default_topic_queue_nums: int = 4
+
+
+def _wait(p: Props) -> bool:
+    return p.get(Prop.WAIT, "true").lower() != "false"
+
+
+def client_check(
+    entries: tuple[BatchEntry, ...], topic: str, max_message_size: int = 4 * 1024 * 1024
+) -> str | None:
+    """MessageBatch.generateFromList and Validators.checkMessage: a reason, or None when the batch is legal.
+
+    rule: batch/client-rules
+    """
+    if not entries:
+        return "the batch is empty"
+    first_wait = _wait(entries[0].properties)
+    for n, e in enumerate(entries):
+        level = parse_delay(e.properties)
+        if isinstance(level, Rejected) or level > 0:
+            return f"TimeDelayLevel is not supported for batching (message {n})"
+        t = e.topic or topic
+        if t.startswith(RETRY_PREFIX):
+            return f"Retry Group is not supported for batching (message {n})"
+        if t != (entries[0].topic or topic):
+            return f"The topic of the messages in one batch should be the same (message {n})"
+        if _wait(e.properties) != first_wait:
+            return f"The waitStoreMsgOK of the messages in one batch should the same (message {n})"
+        if not e.body:
+            return f"the message body length is zero (message {n})"
+        if len(e.body) > max_message_size:
+            return f"the message body size over max value, MAX: {max_message_size} (message {n})"
+    return None
+
+
+def send_batch(
+    state: BrokerState, batch: Batch, now: int, sem: Semantics, queue_choice: int = 0
+) -> tuple[BrokerState, BatchOk | Rejected]:
+    """Store a batch: the broker's MESSAGE_ILLEGAL cases, then each inner message as a normal record.
+
+    An inner DELAY is stored but ignored on 4.9.8 (derived): the messages are visible at once.
+    rule: batch/broker-illegal, batch/inner-delay-ignored, batch/consecutive-offsets
+    """
+    cfg = state.config
+    bad = validate_topic(state, batch.topic)
+    if bad is not None:
+        return state, bad
+    resolved = resolve_topic(state, batch.topic, batch.default_topic_queue_nums)
+    if isinstance(resolved, Rejected):
+        return state, resolved
+    state, tc = resolved
+    queue_id = batch.queue_id
+    if queue_id >= max(tc.write_queues, tc.read_queues):
+        return state, Rejected(
+            Code.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal", "put/queue-id-range"
+        )
+    if queue_id < 0:
+        queue_id = queue_choice % tc.write_queues
+    if transaction_value(batch.sys_flag) != TRANSACTION_NOT_TYPE:
+        return state, Rejected(
+            Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal"
+        )
+    wrapper_delay = parse_delay(batch.properties)
+    if isinstance(wrapper_delay, Rejected) or wrapper_delay > 0:
+        return state, Rejected(
+            Code.MESSAGE_ILLEGAL, "delay level not supported in batch", "batch/broker-illegal"
+        )
+    body_size = sum(
+        20 + len(e.body) + 2 + len(encode_properties(e.properties).encode()) for e in batch.entries
+    )
+    if body_size > cfg.max_message_size:
+        return state, Rejected(Code.MESSAGE_ILLEGAL, "message body size exceeded", "batch/broker-illegal")
+    if not batch.entries:
+        return state, Rejected(Code.MESSAGE_ILLEGAL, "the batch is empty", "batch/broker-illegal")
+    wrapper = with_props(batch.properties, CLUSTER=cfg.cluster_name)
+    born = now if batch.born_timestamp is None else batch.born_timestamp
+    records: list[Record] = []
+    for e in batch.entries:
+        stored = e.properties.update(
+            wrapper
+        )  # inner properties, then the wrapper's (rule: batch/stored-properties)
+        inner = Inner(
+            topic=batch.topic,
+            queue_id=queue_id,
+            body=e.body,
+            properties=stored,
+            sys_flag=batch.sys_flag,
+            flag=e.flag,
+            born_timestamp=born,
+            born_host=batch.born_host,
+            store_host=cfg.store_host,
+        )
+        state, record = append(state, inner, now, sem)
+        records.append(record)
+    return state, BatchOk(
+        queue_id=queue_id,
+        queue_offset=records[0].queue_offset,
+        msg_id=",".join(r.msg_id for r in records),
+        records=tuple(records),
+    )

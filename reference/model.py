@@ -1,0 +1,264 @@
+"""The model as one value: ``Model(config, semantics)`` with pure transitions over ``BrokerState``.
+
+Every transition takes the state and ``now`` (ms) and returns the new state and what was observed;
+nothing is read from a clock or drawn at random. ``Model.step`` is the single entry point over the
+operation union (the WebAssembly interpreter's ``step(config) -> config``); the named methods are the
+same transitions for direct use.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from . import batch as _batch
+from . import pull as _pull
+from . import put as _put
+from . import schedule as _schedule
+from . import sendback as _sendback
+from . import transaction as _tx
+from .batch import Batch
+from .config import BrokerConfig, Profile
+from .observations import (
+    Ack,
+    BatchOk,
+    CheckRequest,
+    Delivered,
+    Discarded,
+    DroppedOnDelivery,
+    EndTxOk,
+    Event,
+    Found,
+    MaxOffset,
+    NoResponse,
+    Observation,
+    PullResult,
+    Rejected,
+    SendBackOk,
+    SendOk,
+)
+from .put import Message
+from .semantics import REFERENCE, Semantics, V5Semantics
+from .sendback import SendBack
+from .state import BrokerState, initial_state
+from .transaction import EndTransaction
+
+# --- the operation union ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Send:
+    message: Message
+    queue_choice: int = 0
+
+
+@attrs.frozen
+class SendBatch:
+    batch: Batch
+    queue_choice: int = 0
+
+
+@attrs.frozen
+class Pull:
+    topic: str
+    queue_id: int
+    offset: int
+    max_msgs: int = 32
+    group: str = "CG"
+
+
+@attrs.frozen
+class ConsumerSendBack:
+    request: SendBack
+    queue_choice: int = 0
+
+
+@attrs.frozen
+class EndTx:
+    request: EndTransaction
+
+
+@attrs.frozen
+class Heartbeat:
+    """A producer of ``group`` connects (online) or goes away."""
+
+    group: str
+    online: bool = True
+
+
+@attrs.frozen
+class GetMaxOffset:
+    topic: str
+    queue_id: int
+
+
+@attrs.frozen
+class ViewMessage:
+    commit_log_offset: int
+
+
+@attrs.frozen
+class QueryUniqKey:
+    topic: str
+    uniq_key: str
+
+
+Op = (
+    Send | SendBatch | Pull | ConsumerSendBack | EndTx | Heartbeat | GetMaxOffset | ViewMessage | QueryUniqKey
+)
+
+
+def semantics_for(profile: Profile) -> Semantics:
+    return V5Semantics() if profile is Profile.V5 else REFERENCE
+
+
+@attrs.frozen
+class Model:
+    """The reference broker. Stateless itself: every method is a pure function of its arguments."""
+
+    config: BrokerConfig = attrs.field(factory=BrokerConfig)
+    semantics: Semantics = attrs.field(
+        default=attrs.Factory(lambda self: semantics_for(self.config.profile), takes_self=True)
+    )
+    check_phase_ms: int = 0  # the check service runs at check_phase_ms + k * transactionCheckInterval
+    flush_delay_offset_interval_ms: int = 10_000
+
+    @property
+    def name(self) -> str:
+        return self.semantics.name
+
+    def initial(self) -> BrokerState:
+        return initial_state(self.config)
+
+    # -- client requests (each followed by the reput dispatch, as the broker does within milliseconds) --
+
+    def send(
+        self, state: BrokerState, msg: Message, now: int, queue_choice: int = 0
+    ) -> tuple[BrokerState, SendOk | Rejected]:
+        state, obs = _put.send(state, msg, now, self.semantics, queue_choice)
+        return self.dispatch(state), obs
+
+    def send_batch(
+        self, state: BrokerState, batch: Batch, now: int, queue_choice: int = 0
+    ) -> tuple[BrokerState, BatchOk | Rejected]:
+        state, obs = _batch.send_batch(state, batch, now, self.semantics, queue_choice)
+        return self.dispatch(state), obs
+
+    def send_back(
+        self, state: BrokerState, req: SendBack, now: int, queue_choice: int = 0
+    ) -> tuple[BrokerState, SendBackOk | Rejected]:
+        state, obs = _sendback.send_back(state, req, now, self.semantics, queue_choice)
+        return self.dispatch(state), obs
+
+    def end_transaction(
+        self, state: BrokerState, req: EndTransaction, now: int
+    ) -> tuple[BrokerState, EndTxOk | Rejected | NoResponse]:
+        state, obs = _tx.end_transaction(state, req, now, self.semantics)
+        return self.dispatch(state), obs
+
+    def pull(
+        self,
+        state: BrokerState,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int = 32,
+        group: str = "CG",
+    ) -> PullResult | Rejected:
+        return _pull.pull(state, group, topic, queue_id, offset, max_msgs)
+
+    def heartbeat(self, state: BrokerState, group: str, online: bool = True) -> BrokerState:
+        """Register (online) or drop (offline) one producer connection of ``group``."""
+        count = state.producers.get(group, 0) + (1 if online else -1)
+        if count > 0:
+            return attrs.evolve(state, producers=state.producers.set(group, count))
+        if group in state.producers:
+            return attrs.evolve(state, producers=state.producers.delete(group))
+        return state
+
+    def max_offset(self, state: BrokerState, topic: str, queue_id: int) -> MaxOffset:
+        return _pull.max_offset(state, topic, queue_id)
+
+    def view(self, state: BrokerState, commit_log_offset: int) -> Found | Rejected:
+        return _pull.view(state, commit_log_offset)
+
+    def query(self, state: BrokerState, topic: str, uniq_key: str) -> Found | Rejected:
+        return _pull.query_uniq(state, topic, uniq_key)
+
+    # -- the broker's own services -----------------------------------------------------------------------
+
+    def dispatch(self, state: BrokerState) -> BrokerState:
+        return _put.dispatch(state, self.semantics)
+
+    def deliver(
+        self, state: BrokerState, now: int
+    ) -> tuple[BrokerState, list[Delivered | DroppedOnDelivery]]:
+        state, events = _schedule.deliver_due(state, now, self.semantics)
+        return self.dispatch(state), events
+
+    def check(self, state: BrokerState, now: int) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
+        state, events = _tx.check(state, now, self.semantics)
+        return self.dispatch(state), events
+
+    def persist(self, state: BrokerState) -> BrokerState:
+        return _schedule.persist_offsets(state)
+
+    def restart(self, state: BrokerState) -> BrokerState:
+        return _schedule.restart(state, self.semantics)
+
+    def next_check_time(self, after: int) -> int:
+        """The first check-service run strictly after ``after``."""
+        interval = self.config.transaction_check_interval_ms
+        k = (after - self.check_phase_ms) // interval + 1
+        return self.check_phase_ms + k * interval
+
+    def advance(self, state: BrokerState, start: int, end: int) -> tuple[BrokerState, list[Event]]:
+        """Run the broker's services on a logical clock from ``start`` to ``end`` (both inclusive).
+
+        Deliveries happen at their deliver time exactly, check runs at their ticks and offset flushes
+        every ``flush_delay_offset_interval_ms``: the earliest time the spec allows for each.
+        """
+        events: list[Event] = []
+        flush = self.flush_delay_offset_interval_ms
+        now = start
+        state, delivered = self.deliver(state, now)
+        events.extend(delivered)
+        while True:
+            t = min(self.next_check_time(now), (now // flush + 1) * flush)
+            due = _schedule.next_due(state, self.semantics)
+            if due is not None and due > now:
+                t = min(t, due)
+            if t > end:
+                return state, events
+            now = t
+            state, delivered = self.deliver(state, now)
+            events.extend(delivered)
+            if now % flush == 0:
+                state = self.persist(state)
+            if now == self.next_check_time(now - 1):
+                state, checks = self.check(state, now)
+                events.extend(checks)
+
+    # -- the single step ----------------------------------------------------------------------------------
+
+    def step(self, state: BrokerState, op: Op, now: int) -> tuple[BrokerState, Observation]:
+        """Apply one client operation. rule: put/send-result"""
+        match op:
+            case Send(message=m, queue_choice=c):
+                return self.send(state, m, now, c)
+            case SendBatch(batch=b, queue_choice=c):
+                return self.send_batch(state, b, now, c)
+            case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g):
+                return state, self.pull(state, t, q, o, n, g)
+            case ConsumerSendBack(request=r, queue_choice=c):
+                return self.send_back(state, r, now, c)
+            case EndTx(request=r):
+                return self.end_transaction(state, r, now)
+            case Heartbeat(group=g, online=on):
+                return self.heartbeat(state, g, on), Ack()
+            case GetMaxOffset(topic=t, queue_id=q):
+                return state, self.max_offset(state, t, q)
+            case ViewMessage(commit_log_offset=o):
+                return state, self.view(state, o)
+            case QueryUniqKey(topic=t, uniq_key=k):
+                return state, self.query(state, t, k)
+        raise TypeError(f"not an rmqspec operation: {op!r}")

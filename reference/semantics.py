@@ -1,0 +1,238 @@
+"""The decision points of the model: small pure functions, each citing its rule.
+
+They carry CrossHair contracts (PEP 316 ``pre:``/``post:`` docstring conditions) that ``make crosshair``
+checks symbolically. ``Semantics`` groups them so that a profile (5.x) or a mutant (a realistic broker
+bug, see ``rmqspec.conformance.mutants``) is a subclass overriding one decision, while the mechanics
+around it stay the reference's.
+"""
+
+from __future__ import annotations
+
+from .constants import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+)
+
+
+def clamp_delay_level(level: int, max_level: int) -> int:
+    """A level above the table's maximum is stored as the maximum. rule: put/delay-clamp
+
+    pre: level > 0
+    pre: max_level > 0
+    post: 1 <= __return__ <= max_level
+    post: __return__ == min(level, max_level)
+    """
+    return max_level if level > max_level else level
+
+
+def schedule_queue_id(level: int) -> int:
+    """Schedule queue of a level: ``delayLevel2QueueId = level - 1``. rule: put/delay-schedule-queue
+
+    pre: level >= 1
+    post: __return__ == level - 1
+    post: __return__ >= 0
+    """
+    return level - 1
+
+
+def delay_eligible(tran_type: int, level: int) -> bool:
+    """Only NOT and COMMIT messages with DELAY > 0 are rewritten. rule: put/delay-eligibility
+
+    post: __return__ == ((tran_type == 0 or tran_type == 8) and level > 0)
+    """
+    return tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and level > 0
+
+
+def schedule_tags_code(store_timestamp: int, delay_ms: int | None) -> int:
+    """Deliver time written as the tags code of a schedule entry. rule: dispatch/schedule-tags-code
+
+    A level missing from the table means one second.
+    post: __return__ == store_timestamp + (1000 if delay_ms is None else delay_ms)
+    """
+    return store_timestamp + (1000 if delay_ms is None else delay_ms)
+
+
+def correct_deliver_timestamp(now: int, tags_code: int, delay_ms: int) -> int:
+    """correctDeliverTimestamp: a deliver time beyond ``now + delay`` is taken as ``now``.
+
+    rule: schedule/deliver-clamp
+    pre: delay_ms >= 0
+    post: __return__ <= now + delay_ms
+    post: __return__ == tags_code or __return__ == now
+    """
+    return now if tags_code > now + delay_ms else tags_code
+
+
+def is_due(deliver_ts: int, now: int) -> bool:
+    """A schedule entry is delivered once ``deliverTs - now <= 0``. rule: schedule/due-time
+
+    post: __return__ == (now >= deliver_ts)
+    """
+    return deliver_ts - now <= 0
+
+
+def dispatchable(tran_type: int) -> bool:
+    """Only NOT and COMMIT records reach a consume queue. rule: dispatch/transaction-types
+
+    post: __return__ == (tran_type in (0, 8))
+    """
+    return tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+
+
+def advances_queue_offset(tran_type: int) -> bool:
+    """PREPARED and ROLLBACK records are stored at queue offset 0 without advancing. rule: put/queue-offset
+
+    post: __return__ == (tran_type not in (4, 12))
+    """
+    return tran_type not in (4, 12)
+
+
+def sendback_to_dlq(reconsume_times: int, max_reconsume_times: int, delay_level: int) -> bool:
+    """DLQ when reconsumeTimes >= max or the consumer asked for delayLevel < 0. rule: sendback/dlq-route
+
+    post: __return__ == (reconsume_times >= max_reconsume_times or delay_level < 0)
+    """
+    return reconsume_times >= max_reconsume_times or delay_level < 0
+
+
+def sendback_delay_level(delay_level: int, reconsume_times: int) -> int:
+    """Level 0 means "broker decides": 3 + reconsumeTimes. rule: sendback/delay-level
+
+    pre: delay_level >= 0
+    pre: reconsume_times >= 0
+    post: __return__ >= 1
+    post: delay_level > 0 or __return__ == 3 + reconsume_times
+    """
+    return 3 + reconsume_times if delay_level == 0 else delay_level
+
+
+def next_reconsume_times(reconsume_times: int) -> int:
+    """Each send-back adds one, on the DLQ path too. rule: sendback/reconsume-times
+
+    post: __return__ == reconsume_times + 1
+    """
+    return reconsume_times + 1
+
+
+def retry_send_to_dlq(reconsume_times: int, max_reconsume_times: int) -> bool:
+    """A normal send to %RETRY% goes to the DLQ at ``>=`` on 4.9.x. rule: sendback/retry-send-dlq
+
+    post: __return__ == (reconsume_times >= max_reconsume_times)
+    """
+    return reconsume_times >= max_reconsume_times
+
+
+def check_immunity_ms(value: str | None, transaction_timeout_ms: int) -> int:
+    """CHECK_IMMUNITY_TIME_IN_SECONDS × 1000; -1 or unparsable means transactionTimeout (4.9.x).
+
+    rule: transaction/check-immunity
+    post: __return__ >= -(2**31) * 1000
+    """
+    if value is None:
+        return transaction_timeout_ms
+    try:
+        seconds = int(value)
+    except ValueError:
+        return transaction_timeout_ms
+    return transaction_timeout_ms if seconds == -1 else seconds * 1000
+
+
+def must_discard(check_times: int, check_max: int) -> bool:
+    """A half message considered with TRANSACTION_CHECK_TIMES >= transactionCheckMax is discarded.
+
+    rule: transaction/check-discard
+    post: __return__ == (check_times >= check_max)
+    """
+    return check_times >= check_max
+
+
+def check_due(age_ms: int, immunity_ms: int) -> bool:
+    """A half message is checked once its age exceeds the immunity (or the clock went back).
+
+    rule: transaction/check-timeout
+    post: __return__ == (age_ms > immunity_ms or age_ms <= -1)
+    """
+    return age_ms > immunity_ms or age_ms <= -1
+
+
+class Semantics:
+    """The reference's decisions (4.9.x). Subclasses: the 5.x profile and the mutants."""
+
+    name = "reference"
+
+    def clamp_delay_level(self, level: int, max_level: int) -> int:
+        return clamp_delay_level(level, max_level)
+
+    def schedule_queue_id(self, level: int) -> int:
+        return schedule_queue_id(level)
+
+    def delay_eligible(self, tran_type: int, level: int) -> bool:
+        return delay_eligible(tran_type, level)
+
+    def schedule_tags_code(self, store_timestamp: int, delay_ms: int | None) -> int:
+        return schedule_tags_code(store_timestamp, delay_ms)
+
+    def correct_deliver_timestamp(self, now: int, tags_code: int, delay_ms: int) -> int:
+        return correct_deliver_timestamp(now, tags_code, delay_ms)
+
+    def is_due(self, deliver_ts: int, now: int) -> bool:
+        return is_due(deliver_ts, now)
+
+    def dispatchable(self, tran_type: int) -> bool:
+        return dispatchable(tran_type)
+
+    def advances_queue_offset(self, tran_type: int) -> bool:
+        return advances_queue_offset(tran_type)
+
+    def sendback_to_dlq(self, reconsume_times: int, max_reconsume_times: int, delay_level: int) -> bool:
+        return sendback_to_dlq(reconsume_times, max_reconsume_times, delay_level)
+
+    def sendback_delay_level(self, delay_level: int, reconsume_times: int) -> int:
+        return sendback_delay_level(delay_level, reconsume_times)
+
+    def next_reconsume_times(self, reconsume_times: int) -> int:
+        return next_reconsume_times(reconsume_times)
+
+    def retry_send_to_dlq(self, reconsume_times: int, max_reconsume_times: int) -> bool:
+        return retry_send_to_dlq(reconsume_times, max_reconsume_times)
+
+    def retry_send_dlq_delay(self, client_delay: str | None) -> str | None:
+        """DELAY a routed-to-DLQ normal send keeps: on 4.9.8 the request's own (it survives).
+
+        rule: sendback/retry-send-dlq
+        """
+        return client_delay
+
+    def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
+        return check_immunity_ms(value, transaction_timeout_ms)
+
+    def must_discard(self, check_times: int, check_max: int) -> bool:
+        return must_discard(check_times, check_max)
+
+    def check_due(self, age_ms: int, immunity_ms: int) -> bool:
+        return check_due(age_ms, immunity_ms)
+
+    def end_tx_idempotent(self) -> bool:
+        """4.9.x applies a second END_TRANSACTION again. rule: transaction/not-idempotent"""
+        return False
+
+
+class V5Semantics(Semantics):
+    """The 5.x profile's differences (facts §4.4, §5.4)."""
+
+    name = "5.x"
+
+    def retry_send_to_dlq(self, reconsume_times: int, max_reconsume_times: int) -> bool:
+        # rule: sendback/retry-send-dlq (5.x: ">" instead of ">=")
+        return reconsume_times > max_reconsume_times
+
+    def retry_send_dlq_delay(self, client_delay: str | None) -> str | None:
+        return "-1"
+
+    def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
+        # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))
+        base = check_immunity_ms(value, transaction_timeout_ms)
+        return max(base, transaction_timeout_ms)
+
+
+REFERENCE = Semantics()

@@ -1,0 +1,121 @@
+"""The broker state as one persistent value, and the store mechanics every transition shares.
+
+Persistent containers (``immutables.Map``, a HAMT, and ``pyrsistent.pvector``, a persistent vector trie)
+make every update O(log n): no transition copies the commit log or a consume queue.
+"""
+
+from __future__ import annotations
+
+import attrs
+import immutables
+from pyrsistent import pvector
+from pyrsistent.typing import PVector
+
+from .config import BrokerConfig
+from .constants import (
+    DEFAULT_TOPIC,
+    PERM_RW,
+    SCHEDULE_QUEUE_NUM,
+    SCHEDULE_TOPIC,
+)
+from .records import CQEntry, Props, QueueKey, Record
+
+_EMPTY_CQ: PVector[CQEntry] = pvector()
+
+
+@attrs.frozen
+class TopicConfig:
+    read_queues: int
+    write_queues: int
+    perm: int = PERM_RW
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & 2)
+
+
+@attrs.frozen
+class GroupConfig:
+    """A subscription group's retry settings (facts §6): retryQueueNums and retryMaxTimes."""
+
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+
+
+@attrs.frozen
+class Store:
+    """Commit log, consume queues and the per-queue offset counters (topicQueueTable)."""
+
+    records: PVector[Record] = attrs.field(factory=pvector)
+    index: immutables.Map[int, int] = attrs.field(factory=immutables.Map)  # commit-log offset -> position
+    end: int = 0  # next physical offset
+    counters: immutables.Map[QueueKey, int] = attrs.field(factory=immutables.Map)
+    cqs: immutables.Map[QueueKey, PVector[CQEntry]] = attrs.field(factory=immutables.Map)
+    reput: int = 0  # records dispatched so far
+    uniq: immutables.Map[str, PVector[int]] = attrs.field(factory=immutables.Map)  # UNIQ_KEY -> offsets
+
+    def lookup(self, commit_log_offset: int) -> Record | None:
+        pos = self.index.get(commit_log_offset)
+        return None if pos is None else self.records[pos]
+
+    def cq(self, topic: str, queue_id: int) -> PVector[CQEntry]:
+        return self.cqs.get((topic, queue_id), _EMPTY_CQ)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """The next consume-queue offset to be written (GET_MAX_OFFSET). rule: dispatch/max-offset"""
+        return len(self.cq(topic, queue_id))
+
+
+@attrs.frozen
+class BrokerState:
+    """Everything a broker remembers. A value: transitions return a new one."""
+
+    config: BrokerConfig
+    store: Store = attrs.field(factory=Store)
+    topics: immutables.Map[str, TopicConfig] = attrs.field(factory=immutables.Map)
+    groups: immutables.Map[str, GroupConfig] = attrs.field(factory=immutables.Map)
+    schedule_offsets: immutables.Map[int, int] = attrs.field(factory=immutables.Map)
+    persisted_schedule_offsets: immutables.Map[int, int] = attrs.field(factory=immutables.Map)
+    producers: immutables.Map[str, int] = attrs.field(factory=immutables.Map)  # group -> connections
+    tx_half_offset: int = 0  # committed offsets of CID_RMQ_SYS_TRANS on the half and op queues
+    tx_op_offset: int = 0
+
+    def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
+        return attrs.evolve(self, topics=self.topics.set(topic, config))
+
+
+def initial_state(config: BrokerConfig) -> BrokerState:
+    """A fresh broker: the default topic TBW102 (8 queues) and SCHEDULE_TOPIC_XXXX (18 queues) exist."""
+    topics: immutables.Map[str, TopicConfig] = immutables.Map(
+        {
+            DEFAULT_TOPIC: TopicConfig(8, 8, 7),
+            SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
+        }
+    )
+    return BrokerState(config=config, topics=topics)
+
+
+def store_append(store: Store, record: Record) -> Store:
+    """Append one record at ``store.end`` (the caller built it with that offset)."""
+    uniq = record.uniq_key
+    new_uniq = store.uniq
+    if uniq is not None:
+        new_uniq = store.uniq.set(uniq, store.uniq.get(uniq, pvector()).append(record.commit_log_offset))
+    return attrs.evolve(
+        store,
+        records=store.records.append(record),
+        index=store.index.set(record.commit_log_offset, len(store.records)),
+        end=store.end + record.size,
+        uniq=new_uniq,
+    )
+
+
+def with_props(p: Props, **changes: str | None) -> Props:
+    """Set (str) or remove (None) properties."""
+    mm = p.mutate()
+    for k, v in changes.items():
+        if v is None:
+            mm.pop(k, None)
+        else:
+            mm[k] = v
+    return mm.finish()
