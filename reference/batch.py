@@ -84,7 +84,7 @@ def send_batch(
     rule: batch/broker-illegal, batch/inner-delay-ignored, batch/consecutive-offsets
     """
     cfg = state.config
-    bad = validate_topic(state, batch.topic)
+    bad = validate_topic(state, batch.topic, sem)
     if bad is not None:
         return state, bad
     resolved = resolve_topic(state, batch.topic, batch.default_topic_queue_nums)
@@ -103,7 +103,7 @@ def send_batch(
             Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal"
         )
     wrapper_delay = parse_delay(batch.properties)
-    if isinstance(wrapper_delay, Rejected) or wrapper_delay > 0:
+    if isinstance(wrapper_delay, Rejected) or (wrapper_delay > 0 and sem.batch_rejects_wrapper_delay()):
         return state, Rejected(
             Code.MESSAGE_ILLEGAL, "delay level not supported in batch", "batch/broker-illegal"
         )

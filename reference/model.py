@@ -18,6 +18,7 @@ from . import sendback as _sendback
 from . import transaction as _tx
 from .batch import Batch
 from .config import BrokerConfig, Profile
+from .constants import HALF_TOPIC
 from .observations import (
     Ack,
     BatchOk,
@@ -164,7 +165,7 @@ class Model:
         max_msgs: int = 32,
         group: str = "CG",
     ) -> PullResult | Rejected:
-        return _pull.pull(state, group, topic, queue_id, offset, max_msgs)
+        return _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics.overflow_one_code())
 
     def heartbeat(self, state: BrokerState, group: str, online: bool = True) -> BrokerState:
         """Register (online) or drop (offline) one producer connection of ``group``."""
@@ -206,7 +207,7 @@ class Model:
         return _schedule.restart(state, self.semantics)
 
     def next_check_time(self, after: int) -> int:
-        """The first check-service run strictly after ``after``."""
+        """The first check-service run strictly after ``after``. rule: transaction/check-interval"""
         interval = self.config.transaction_check_interval_ms
         k = (after - self.check_phase_ms) // interval + 1
         return self.check_phase_ms + k * interval
@@ -223,13 +224,19 @@ class Model:
         state, delivered = self.deliver(state, now)
         events.extend(delivered)
         while True:
-            t = min(self.next_check_time(now), (now // flush + 1) * flush)
+            # Only ticks that can change something are visited: a flush when the offsets moved since the
+            # last one, a check run when the half queue has unprocessed entries, and deliver times.
+            candidates = []
+            if state.schedule_offsets != state.persisted_schedule_offsets:
+                candidates.append((now // flush + 1) * flush)
+            if state.tx_half_offset < state.store.max_offset(HALF_TOPIC, 0):
+                candidates.append(self.next_check_time(now))
             due = _schedule.next_due(state, self.semantics)
             if due is not None and due > now:
-                t = min(t, due)
-            if t > end:
+                candidates.append(due)
+            if not candidates or min(candidates) > end:
                 return state, events
-            now = t
+            now = min(candidates)
             state, delivered = self.deliver(state, now)
             events.extend(delivered)
             if now % flush == 0:

@@ -10,7 +10,13 @@ MAX_PULL_BATCH = 32  # maxTransferCountOnMessageInMemory
 
 
 def pull(
-    state: BrokerState, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32
+    state: BrokerState,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msgs: int = 32,
+    overflow_one_code: Code = Code.PULL_NOT_FOUND,
 ) -> PullResult | Rejected:
     """Read up to ``max_msgs`` dispatched entries of (topic, queue) from ``offset``.
 
@@ -45,7 +51,7 @@ def pull(
             Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset
         )
     if offset == max_offset:
-        return PullResult(Code.PULL_NOT_FOUND, PullStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        return PullResult(overflow_one_code, PullStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
     if offset > max_offset:
         return PullResult(
             Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, min_offset, min_offset, max_offset

@@ -9,7 +9,6 @@ from pyrsistent import pvector
 
 from .constants import (
     HALF_TOPIC,
-    NOT_ALLOWED_SEND_TOPICS,
     PERM_RW,
     PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
@@ -61,7 +60,7 @@ def parse_delay(properties: Props) -> int | Rejected:
         return Rejected(Code.SYSTEM_ERROR, f'For input string: "{raw}"', "put/delay-eligibility")
 
 
-def validate_topic(state: BrokerState, topic: str) -> Rejected | None:
+def validate_topic(state: BrokerState, topic: str, sem: Semantics) -> Rejected | None:
     """TopicValidator and the topics clients may not send to. rule: put/topic-validation, put/forbidden-topic"""
     if not topic:
         return Rejected(Code.SYSTEM_ERROR, "The specified topic is blank.", "put/topic-validation")
@@ -77,7 +76,7 @@ def validate_topic(state: BrokerState, topic: str) -> Rejected | None:
             f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.",
             "put/topic-validation",
         )
-    if topic in NOT_ALLOWED_SEND_TOPICS:
+    if sem.forbidden_topic(topic):
         return Rejected(
             Code.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.", "put/forbidden-topic"
         )
@@ -144,7 +143,7 @@ def store_put(
             inner.properties,
             DELAY=str(level),
             REAL_TOPIC=inner.topic,
-            REAL_QID=str(inner.queue_id),
+            REAL_QID=sem.real_qid(inner.queue_id),
         )
         inner = attrs.evolve(
             inner,
@@ -209,7 +208,9 @@ def tags_code(record: Record, state: BrokerState, sem: Semantics) -> int:
             cfg = state.config
             level = min(level, cfg.max_delay_level)
             if level > 0:
-                code = sem.schedule_tags_code(record.store_timestamp, cfg.delay_ms(level))
+                code = sem.schedule_tags_code(
+                    record.store_timestamp, sem.delay_ms_for(cfg.delay_levels, level)
+                )
     return code
 
 
@@ -243,7 +244,7 @@ def send(
 ) -> tuple[BrokerState, SendOk | Rejected]:
     """Store one message sent by a producer. ``queue_choice`` is the broker's random pick for queueId < 0."""
     cfg = state.config
-    bad = validate_topic(state, msg.topic)
+    bad = validate_topic(state, msg.topic, sem)
     if bad is not None:
         return state, bad
     resolved = resolve_topic(state, msg.topic, msg.default_topic_queue_nums)
@@ -284,7 +285,7 @@ def send(
         store_host=cfg.store_host,
         reconsume_times=msg.reconsume_times or 0,
     )
-    if props.get(Prop.TRAN_MSG, "").lower() == "true":
+    if props.get(Prop.TRAN_MSG, "").lower() == "true" and sem.rewrites_half():
         if cfg.reject_transaction_message:
             return state, Rejected(
                 Code.NO_PERMISSION,
@@ -335,7 +336,9 @@ def retry_and_dlq(
         )
     state, gc = found
     max_times = gc.retry_max_times
-    if msg.version >= 121 and msg.max_reconsume_times is not None:  # rule: sendback/max-reconsume-times
+    if (
+        sem.honours_header_max(msg.version) and msg.max_reconsume_times is not None
+    ):  # rule: sendback/max-reconsume-times
         max_times = msg.max_reconsume_times
     reconsume = msg.reconsume_times or 0
     if sem.retry_send_to_dlq(reconsume, max_times):

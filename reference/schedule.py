@@ -51,7 +51,7 @@ def deliver_head(state: BrokerState, level: int, now: int, sem: Semantics) -> tu
     cq = state.store.cq(SCHEDULE_TOPIC, sem.schedule_queue_id(level))
     while offset < len(cq):
         clo, _size, tags = cq[offset]
-        delay = cfg.delay_ms(level)
+        delay = sem.delay_ms_for(cfg.delay_levels, level)
         deliver_ts = sem.correct_deliver_timestamp(now, tags, delay if delay is not None else 1000)
         if not sem.is_due(deliver_ts, now):
             return state, NotDue(level, deliver_ts)
@@ -59,7 +59,7 @@ def deliver_head(state: BrokerState, level: int, now: int, sem: Semantics) -> tu
         if source is None:  # missing in the commit log: skipped
             offset += 1
             continue
-        timeup = message_timeup(source)
+        timeup = message_timeup(source, sem)
         if timeup is None:
             return _set_offset(state, level, offset), Stuck(level, offset)
         state = _set_offset(state, level, offset + 1)
@@ -77,7 +77,7 @@ def _set_offset(state: BrokerState, level: int, offset: int) -> BrokerState:
     return attrs.evolve(state, schedule_offsets=state.schedule_offsets.set(level, offset))
 
 
-def message_timeup(source: Record) -> Inner | None:
+def message_timeup(source: Record, sem: Semantics) -> Inner | None:
     """messageTimeup: the delivered copy. rule: schedule/delivered-copy
 
     The properties string is built before DELAY leaves the map, so the stored copy still shows DELAY,
@@ -98,7 +98,7 @@ def message_timeup(source: Record) -> Inner | None:
         queue_id=queue_id,
         body=source.body,
         properties=with_props(p, WAIT="false", DELAY=None),
-        stored=p,
+        stored=sem.delivered_stored(p),
         sys_flag=source.sys_flag,
         flag=source.flag,
         born_timestamp=source.born_timestamp,

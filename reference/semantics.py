@@ -9,9 +9,12 @@ around it stay the reference's.
 from __future__ import annotations
 
 from .constants import (
+    NOT_ALLOWED_SEND_TOPICS,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    Code,
 )
+from .records import Props
 
 
 def clamp_delay_level(level: int, max_level: int) -> int:
@@ -96,7 +99,7 @@ def sendback_to_dlq(reconsume_times: int, max_reconsume_times: int, delay_level:
 
 
 def sendback_delay_level(delay_level: int, reconsume_times: int) -> int:
-    """Level 0 means "broker decides": 3 + reconsumeTimes. rule: sendback/delay-level
+    """Level 0 means "broker decides": 3 + reconsumeTimes. rule: sendback/delay-level, sendback/ladder
 
     pre: delay_level >= 0
     pre: reconsume_times >= 0
@@ -215,6 +218,90 @@ class Semantics:
     def end_tx_idempotent(self) -> bool:
         """4.9.x applies a second END_TRANSACTION again. rule: transaction/not-idempotent"""
         return False
+
+    # -- mechanics switches: the reference's choice, named so that a mutant can change one ----------------
+
+    def forbidden_topic(self, topic: str) -> bool:
+        """rule: put/forbidden-topic"""
+        return topic in NOT_ALLOWED_SEND_TOPICS
+
+    def rewrites_half(self) -> bool:
+        """A TRAN_MSG message goes to the half topic. rule: transaction/half-message"""
+        return True
+
+    def delay_ms_for(self, delay_levels: tuple[int, ...], level: int) -> int | None:
+        """The delay of a level in the table. rule: dispatch/schedule-tags-code"""
+        return delay_levels[level - 1] if 1 <= level <= len(delay_levels) else None
+
+    def real_qid(self, queue_id: int) -> str:
+        """REAL_QID keeps the original queue. rule: put/delay-schedule-queue"""
+        return str(queue_id)
+
+    def delivered_stored(self, stored: Props) -> Props:
+        """The delivered copy's stored properties: the schedule copy's own (4.9.x). rule: schedule/delivered-copy"""
+        return stored
+
+    def sendback_dlq_delay(self, reconsume_times: int) -> str:
+        """DELAY on the send-back DLQ path is "0": no schedule hop. rule: sendback/dlq-route"""
+        return "0"
+
+    def keeps_retry_topic(self) -> bool:
+        """RETRY_TOPIC is set once. rule: sendback/retry-topic-property"""
+        return True
+
+    def origin_message_id(self, existing: str | None, offset_msg_id: str, uniq_key: str | None) -> str:
+        """ORIGIN_MESSAGE_ID: the existing non-blank value, else the offset message id.
+
+        rule: sendback/origin-message-id
+        """
+        return existing if existing and existing.strip() else offset_msg_id
+
+    def honours_header_max(self, version: int) -> bool:
+        """The header's maxReconsumeTimes counts from version V3_4_9 (121). rule: sendback/max-reconsume-times"""
+        return version >= 121
+
+    def rollback_writes_message(self) -> bool:
+        """rule: transaction/rollback"""
+        return False
+
+    def on_unknown(self) -> str:
+        """What END_TRANSACTION UNKNOW does: "nothing" (reference), "commit" or "op". rule: transaction/unknown"""
+        return "nothing"
+
+    def checks_producer_group(self) -> bool:
+        """rule: transaction/commit-checks"""
+        return True
+
+    def committed_sys_flag(self, sys_flag: int) -> int:
+        """rule: transaction/committed-message"""
+        return (sys_flag & ~0xC) | TRANSACTION_COMMIT_TYPE
+
+    def committed_stored(self, stored: Props) -> Props:
+        """The committed message stores the half record's properties as they are (4.9.x).
+
+        rule: transaction/committed-message
+        """
+        return stored
+
+    def prepared_offset(self, half_commit_log_offset: int) -> int:
+        """rule: transaction/committed-message"""
+        return half_commit_log_offset
+
+    def op_body(self, half_queue_offset: int, half_commit_log_offset: int) -> str:
+        """rule: transaction/op-message"""
+        return str(half_queue_offset)
+
+    def next_check_times(self, seen: int) -> int:
+        """rule: transaction/check-times"""
+        return seen + 1
+
+    def batch_rejects_wrapper_delay(self) -> bool:
+        """rule: batch/broker-illegal"""
+        return True
+
+    def overflow_one_code(self) -> Code:
+        """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
+        return Code.PULL_NOT_FOUND
 
 
 class V5Semantics(Semantics):

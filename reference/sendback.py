@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from .constants import V3_4_9, Code, Prop, dlq_topic, retry_topic
+from .constants import Code, Prop, dlq_topic, retry_topic
 from .observations import Rejected, SendBackOk
 from .put import ensure_topic, group_config, store_put
 from .records import Inner
@@ -55,10 +55,10 @@ def send_back(
             Code.SYSTEM_ERROR, f"look message by offset failed, {req.offset}", "sendback/lookup-by-offset"
         )
     p = msg.properties
-    if p.get(Prop.RETRY_TOPIC) is None:
+    if p.get(Prop.RETRY_TOPIC) is None or not sem.keeps_retry_topic():
         p = with_props(p, RETRY_TOPIC=msg.topic)  # rule: sendback/retry-topic-property
     max_times = gc.retry_max_times  # rule: sendback/max-reconsume-times
-    if req.version >= V3_4_9 and req.max_reconsume_times is not None:
+    if sem.honours_header_max(req.version) and req.max_reconsume_times is not None:
         max_times = req.max_reconsume_times
     p = with_props(p, WAIT="false")
     delay_level = req.delay_level
@@ -67,13 +67,12 @@ def send_back(
         topic = dlq_topic(req.group)
         queue_id = 0
         state = ensure_topic(state, topic, 1)
-        p = with_props(p, DELAY="0")
+        p = with_props(p, DELAY=sem.sendback_dlq_delay(msg.reconsume_times))
     else:
         delay_level = sem.sendback_delay_level(delay_level, msg.reconsume_times)
         p = with_props(p, DELAY=str(delay_level))  # clamped at put time: rule: sendback/through-schedule
-    origin = p.get(Prop.ORIGIN_MESSAGE_ID)
-    if not origin or not origin.strip():
-        p = with_props(p, ORIGIN_MESSAGE_ID=msg.msg_id)  # rule: sendback/origin-message-id
+    origin = sem.origin_message_id(p.get(Prop.ORIGIN_MESSAGE_ID), msg.msg_id, msg.uniq_key)
+    p = with_props(p, ORIGIN_MESSAGE_ID=origin)  # rule: sendback/origin-message-id
     inner = Inner(
         topic=topic,
         queue_id=queue_id,

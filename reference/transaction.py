@@ -8,11 +8,9 @@ from .constants import (
     HALF_TOPIC,
     OP_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANSACTION_COMMIT_TYPE,
     Code,
     Prop,
     TxAction,
-    reset_transaction_value,
 )
 from .observations import CheckRequest, Discarded, EndTxOk, NoResponse, Rejected
 from .put import append, ensure_topic, store_put
@@ -44,20 +42,24 @@ def end_transaction(
     4.9.x keeps no transaction state: while the half record is in the commit log, a second commit, or a
     commit after a rollback, is applied again. rule: transaction/not-idempotent
     """
-    if req.action == TxAction.UNKNOW:
-        return state, NoResponse("transaction/unknown")  # rule: transaction/unknown
+    action = req.action
+    if action == TxAction.UNKNOW:
+        unknown = sem.on_unknown()
+        if unknown == "nothing":
+            return state, NoResponse("transaction/unknown")  # rule: transaction/unknown
+        action = TxAction.COMMIT if unknown == "commit" else TxAction.ROLLBACK
     half = state.store.lookup(req.commit_log_offset)
     if half is None:
         # rule: transaction/commit-lookup
         return state, Rejected(
             Code.SYSTEM_ERROR, "Find prepared transaction message failed", "transaction/commit-lookup"
         )
-    bad = check_prepare_message(half, req)
+    bad = check_prepare_message(half, req, sem)
     if bad is not None:
         return state, bad
     committed: Record | None = None
-    if req.action == TxAction.COMMIT:
-        final = committed_message(half)
+    if action == TxAction.COMMIT or sem.rollback_writes_message():
+        final = committed_message(half, sem)
         if final is None:
             return state, Rejected(
                 Code.SYSTEM_ERROR, "REAL_TOPIC or REAL_QID missing", "transaction/committed-message"
@@ -67,13 +69,13 @@ def end_transaction(
             return state, result
         state, committed = result
     state, op = write_op(state, half, now, sem)
-    remark = None if req.action == TxAction.COMMIT else "not set any response code"
+    remark = None if action == TxAction.COMMIT else "not set any response code"
     return state, EndTxOk(committed=committed, op=op, remark=remark)  # rule: transaction/rollback
 
 
-def check_prepare_message(half: Record, req: EndTransaction) -> Rejected | None:
+def check_prepare_message(half: Record, req: EndTransaction, sem: Semantics) -> Rejected | None:
     """checkPrepareMessage: producer group, table offset, commit-log offset. rule: transaction/commit-checks"""
-    if half.properties.get(Prop.PGROUP) != req.producer_group:
+    if sem.checks_producer_group() and half.properties.get(Prop.PGROUP) != req.producer_group:
         return Rejected(Code.SYSTEM_ERROR, "The producer group wrong", "transaction/commit-checks")
     if half.queue_offset != req.tran_state_table_offset:
         return Rejected(
@@ -84,7 +86,7 @@ def check_prepare_message(half: Record, req: EndTransaction) -> Rejected | None:
     return None
 
 
-def committed_message(half: Record) -> Inner | None:
+def committed_message(half: Record, sem: Semantics) -> Inner | None:
     """endMessageTransaction: the real-topic message. rule: transaction/committed-message
 
     Its stored properties are the half record's own (still TRAN_MSG, PGROUP, REAL_TOPIC, REAL_QID on
@@ -104,20 +106,20 @@ def committed_message(half: Record) -> Inner | None:
         queue_id=queue_id,
         body=half.body,
         properties=with_props(p, REAL_TOPIC=None, REAL_QID=None, TRAN_MSG=None),
-        stored=p,
-        sys_flag=reset_transaction_value(half.sys_flag, TRANSACTION_COMMIT_TYPE),
+        stored=sem.committed_stored(p),
+        sys_flag=sem.committed_sys_flag(half.sys_flag),
         flag=half.flag,
         born_timestamp=half.born_timestamp,
         born_host=half.born_host,
         store_host=half.store_host,
         reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.commit_log_offset,
+        prepared_transaction_offset=sem.prepared_offset(half.commit_log_offset),
     )
 
 
 def write_op(state: BrokerState, half: Record, now: int, sem: Semantics) -> tuple[BrokerState, Record]:
     """The op message: tag ``d``, body = the half record's queue offset. rule: transaction/op-message"""
-    body = str(half.queue_offset).encode()
+    body = sem.op_body(half.queue_offset, half.commit_log_offset).encode()
     op_props = props(TAGS=REMOVE_TAG, WAIT="true", UNIQ_KEY=f"OP{state.store.end:030X}")
     inner = Inner(
         topic=OP_TOPIC,
@@ -179,7 +181,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
             except ValueError:
                 seen = 0
             discard = sem.must_discard(seen, cfg.transaction_check_max)
-            times = seen + 1
+            times = sem.next_check_times(seen)
         msg_props = (
             half.properties if discard else with_props(half.properties, TRANSACTION_CHECK_TIMES=str(times))
         )

@@ -1,0 +1,97 @@
+"""The in-process target: the reference model (or a mutant of it) on a logical clock."""
+
+from __future__ import annotations
+
+from rmqspec.conformance.contract import CheckEvent, Clock, Response, TargetInfo
+from rmqspec.reference.model import Model, Op
+from rmqspec.reference.observations import (
+    Ack,
+    BatchOk,
+    CheckRequest,
+    EndTxOk,
+    Found,
+    MaxOffset,
+    NoResponse,
+    Observation,
+    PullResult,
+    Rejected,
+    SendBackOk,
+    SendOk,
+)
+
+EPOCH = 1_700_000_000_000  # the logical clock starts here
+
+
+class InProcessTarget:
+    """Drives a ``Model`` directly. Random broker choices are fixed to 0 (a member of the allowed set)."""
+
+    def __init__(self, model: Model | None = None, name: str = "reference", start: int = EPOCH) -> None:
+        self.model = model or Model()
+        self.state = self.model.initial()
+        self._now = start
+        self._info = TargetInfo(name=name, clock=Clock.LOGICAL, config=self.model.config)
+
+    @property
+    def info(self) -> TargetInfo:
+        return self._info
+
+    def now(self) -> int:
+        return self._now
+
+    def advance_to(self, t: int) -> list[CheckEvent]:
+        if t < self._now:
+            return []
+        self.state, events = self.model.advance(self.state, self._now, t)
+        self._now = t
+        return [
+            CheckEvent(
+                e.message.store_timestamp, e.group, e.tran_state_table_offset, e.commit_log_offset, e.message
+            )
+            for e in events
+            if isinstance(e, CheckRequest) and e.sent
+        ]
+
+    def execute(self, op: Op) -> Response:
+        self.state, obs = self.model.step(self.state, op, self._now)
+        return to_response(obs)
+
+    def restart(self) -> None:
+        self.state = self.model.restart(self.state)
+
+    def close(self) -> None:
+        pass
+
+
+def to_response(obs: Observation) -> Response:
+    """The wire view of a model observation."""
+    match obs:
+        case Rejected(code=c, remark=r):
+            return Response(int(c), r)
+        case SendOk(queue_id=q, queue_offset=o, msg_id=m, code=c):
+            return Response(int(c), None, {"queue_id": q, "queue_offset": o, "msg_id": m})
+        case BatchOk(queue_id=q, queue_offset=o, msg_id=m, code=c):
+            return Response(int(c), None, {"queue_id": q, "queue_offset": o, "msg_id": m})
+        case PullResult():
+            return Response(
+                int(obs.code),
+                None,
+                {
+                    "next_begin_offset": obs.next_begin_offset,
+                    "min_offset": obs.min_offset,
+                    "max_offset": obs.max_offset,
+                },
+                obs.records,
+            )
+        case SendBackOk(code=c):
+            return Response(int(c))
+        case EndTxOk(code=c, remark=r):
+            return Response(int(c), r)
+        case NoResponse():
+            return Response(0, None, no_response=True)
+        case Found(records=rs, code=c):
+            return Response(int(c), None, {}, rs)
+        case MaxOffset(offset=o, code=c):
+            return Response(int(c), None, {"offset": o})
+        case Ack(code=c):
+            return Response(int(c))
+    raise TypeError(f"unexpected observation {obs!r}")

@@ -1,0 +1,115 @@
+"""The adapter contract (version 1): what a conformance target provides.
+
+A target executes the reference model's own operation values (``rmqspec.reference.model.Op``) and
+answers with a ``Response`` in wire terms; its broker-internal activity (schedule delivery, transaction
+checks) is seen only through pulls and through the check requests it reports from ``advance_to``.
+Documented in docs/adapter-contract.md.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from rmqspec.reference.config import BrokerConfig, Profile
+from rmqspec.reference.model import Op
+from rmqspec.reference.records import Record
+
+CONTRACT_VERSION = "1.0"
+
+
+class Clock(enum.Enum):
+    """LOGICAL: the suite drives time (in-process targets). WALL: real time passes; the suite waits."""
+
+    LOGICAL = "logical"
+    WALL = "wall"
+
+
+class Feature(enum.StrEnum):
+    """Capabilities, test262-style: a scenario needing a feature the target lacks is skipped, not failed."""
+
+    SEND = "send"
+    DELAY = "delay"
+    BATCH = "batch"
+    SENDBACK = "sendback"
+    RETRY_SEND = "retry-send"
+    TRANSACTION = "transaction"
+    TRANSACTION_CHECK = "transaction-check"
+    VIEW = "view"
+    QUERY = "query"
+    RESTART = "restart"
+    HEARTBEAT = "heartbeat"
+
+
+ALL_FEATURES = frozenset(Feature)
+
+
+@attrs.frozen
+class TargetInfo:
+    name: str
+    clock: Clock
+    config: BrokerConfig
+    features: frozenset[Feature] = ALL_FEATURES
+    contract_version: str = CONTRACT_VERSION
+
+    @property
+    def profile(self) -> Profile:
+        return self.config.profile
+
+
+@attrs.frozen
+class Response:
+    """A target's answer to one operation, in wire terms.
+
+    ``fields`` holds the response header values a client sees (queue_id, queue_offset, msg_id,
+    next_begin_offset, min_offset, max_offset, offset). ``no_response`` is True for one-way requests
+    the broker did not answer (END_TRANSACTION with UNKNOW).
+    """
+
+    code: int
+    remark: str | None = None
+    fields: Mapping[str, object] = attrs.field(factory=dict)
+    records: tuple[Record, ...] = ()
+    no_response: bool = False
+
+
+@attrs.frozen
+class CheckEvent:
+    """A CHECK_TRANSACTION_STATE the target's broker sent to a registered producer, and when."""
+
+    time: int
+    group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    message: Record
+
+
+class TargetError(RuntimeError):
+    """The target could not execute an operation at all (connection lost, timeout): outcome unknown."""
+
+
+@runtime_checkable
+class Target(Protocol):
+    """What the suite drives. Times are epoch milliseconds on the target's clock."""
+
+    @property
+    def info(self) -> TargetInfo: ...
+
+    def now(self) -> int: ...
+
+    def advance_to(self, t: int) -> list[CheckEvent]:
+        """LOGICAL: run the broker's services up to ``t``. WALL: wait until ``t``. Returns check requests."""
+        ...
+
+    def execute(self, op: Op) -> Response:
+        """Run one client operation; raises TargetError when its outcome is unknown."""
+        ...
+
+    def restart(self) -> None:
+        """Restart the broker (feature ``restart``)."""
+        ...
+
+    def close(self) -> None: ...
