@@ -12,7 +12,7 @@ anomaly names its rule and the event that shows it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -28,9 +28,19 @@ from rmqspec.reference.constants import (
     TxAction,
 )
 from rmqspec.reference.model import Model
-from rmqspec.reference.observations import CheckRequest, Delivered, Discarded, EndTxOk, NoResponse, Rejected
+from rmqspec.reference.observations import (
+    BatchOk,
+    CheckRequest,
+    Delivered,
+    Discarded,
+    EndTxOk,
+    NoResponse,
+    Rejected,
+    SendBackOk,
+    SendOk,
+)
 from rmqspec.reference.put import Message
-from rmqspec.reference.records import Record, props
+from rmqspec.reference.records import Props, Record, props
 from rmqspec.reference.sendback import SendBack
 from rmqspec.reference.transaction import EndTransaction
 
@@ -118,7 +128,7 @@ class Checker:
         self.expect: dict[tuple[str, str], list[_Exp]] = {}
         self.anomalies: list[Anomaly] = []
         self.hazards: list[str] = []
-        self.pending: dict[int, Event] = {}
+        self.pending: dict[int, tuple[Event, Callable[[Event], None] | None]] = {}
         self.obs_to_model: dict[int, int] = {}
         self.model_to_obs: dict[int, int] = {}
         self.half_table_obs_to_model: dict[int, int] = {}
@@ -186,6 +196,8 @@ class Checker:
 
     # -- feeding --
     def feed(self, e: Event) -> None:
+        """Consume one event. Operations are applied to the model in invoke order (the broker's store
+        times are monotone), and compared with what the target answered when their completion arrives."""
         self.total += 1
         self.last_time = max(self.last_time, e.time)
         if e.f == "check":
@@ -194,27 +206,35 @@ class Checker:
             self.consumed += 1
             return
         if e.type == "invoke":
-            self.pending[e.process] = e
+            self.advance(e.time)
+            apply = getattr(self, f"apply_{e.f}", None)
+            complete = apply(e) if apply is not None else None
+            self.pending[e.process] = (e, complete)
             self.consumed += 1
             return
-        inv = self.pending.pop(e.process, None)
-        if inv is None:
+        entry = self.pending.pop(e.process, None)
+        if entry is None:
             self.anomaly(
                 "malformed-history",
-                "conformance/history",
+                "put/send-result",
                 e.index,
                 f"{e.type} of {e.f} without an invoke by process {e.process}",
             )
             return
+        inv, complete = entry
         self.consumed += 1
         if e.type == "info":
             self.infos += 1
+            for x in self.created_by(inv.index):
+                x.optional = True  # the operation may or may not have happened
             return
-        self.advance(inv.time)
-        handler = getattr(self, f"on_{e.f}", None)
-        if handler is None:
-            return
-        handler(inv, e)
+        if e.f == "pull":
+            self.on_pull(inv, e)
+        elif complete is not None:
+            complete(e)
+
+    def created_by(self, source: int) -> list[_Exp]:
+        return [x for xs in self.expect.values() for x in xs if x.source == source]
 
     def _response(self, e: Event) -> dict[str, Any]:
         return e.value
@@ -232,11 +252,10 @@ class Checker:
         return True
 
     # -- operations --
-    def on_send(self, inv: Event, e: Event) -> None:
+    def apply_send(self, inv: Event) -> Callable[[Event], None]:
         a = inv.value
         p = props({k: str(v) for k, v in a["properties"].items()})
         uniq = p.get(Prop.UNIQ_KEY, "")
-        self.width[uniq] = max(0, e.time - inv.time)
         msg = Message(
             topic=a["topic"],
             body=str(a["body"]).encode(),
@@ -248,14 +267,25 @@ class Checker:
             reconsume_times=a.get("reconsume_times"),
             max_reconsume_times=a.get("max_reconsume_times"),
         )
-        self.state, obs = self.model.send(
-            self.state, msg, inv.time, queue_choice=int(e.value.get("fields", {}).get("queue_id", 0) or 0)
-        )
-        if isinstance(obs, Rejected):
-            self.compare_code(e, int(obs.code), obs.rule, "send")
-            return
-        if not self.compare_code(e, int(obs.code), "put/send-result", "send"):
-            return
+        self.state, obs = self.model.send(self.state, msg, inv.time, queue_choice=max(0, int(a["queue"])))
+        if isinstance(obs, SendOk) and obs.record.topic == a["topic"]:
+            self.add_exp(obs.record, "put/send-result", inv.index, inv.time)
+        if p.get(Prop.TRAN_MSG) == "true":
+            self.half_uniqs.add(uniq)
+
+        def complete(e: Event) -> None:
+            width = max(0, e.time - inv.time)
+            self.width[uniq] = width
+            for x in self.created_by(inv.index):
+                x.latest += width
+            if isinstance(obs, Rejected):
+                self.compare_code(e, int(obs.code), obs.rule, "send")
+            elif self.compare_code(e, int(obs.code), "put/send-result", "send"):
+                self.send_result(obs, e, p)
+
+        return complete
+
+    def send_result(self, obs: SendOk, e: Event, p: Props) -> None:
         fields = e.value.get("fields", {})
         if fields.get("queue_offset") != obs.queue_offset or fields.get("queue_id") != obs.queue_id:
             self.anomaly(
@@ -266,15 +296,12 @@ class Checker:
                 f"expected {obs.queue_id}/{obs.queue_offset}",
             )
         self.bind(_offset(str(fields.get("msg_id", ""))), obs.record.commit_log_offset)
-        if obs.record.topic == a["topic"]:
-            self.add_exp(obs.record, "put/send-result", e.index, inv.time)
         if p.get(Prop.TRAN_MSG) == "true":
-            self.half_uniqs.add(uniq)
             self.half_table_obs_to_model[int(fields.get("queue_offset", -1))] = obs.record.queue_offset
 
-    on_send_half = on_send
+    apply_send_half = apply_send
 
-    def on_send_batch(self, inv: Event, e: Event) -> None:
+    def apply_send_batch(self, inv: Event) -> Callable[[Event], None]:
         a = inv.value
         entries = tuple(
             BatchEntry(str(m["body"]).encode(), props({k: str(v) for k, v in m["properties"].items()}))
@@ -288,15 +315,20 @@ class Checker:
             born_timestamp=inv.time,
         )
         self.state, obs = self.model.send_batch(self.state, batch, inv.time)
-        if isinstance(obs, Rejected):
-            self.compare_code(e, int(obs.code), obs.rule, "send_batch")
-            return
-        if not self.compare_code(e, int(obs.code), "batch/consecutive-offsets", "send_batch"):
-            return
-        ids = str(e.value.get("fields", {}).get("msg_id", "")).split(",")
-        for rec, mid in zip(obs.records, ids, strict=False):
-            self.bind(_offset(mid), rec.commit_log_offset)
-            self.add_exp(rec, "batch/consecutive-offsets", e.index, inv.time)
+        if isinstance(obs, BatchOk):
+            for rec in obs.records:
+                self.add_exp(rec, "batch/consecutive-offsets", inv.index, inv.time)
+
+        def complete(e: Event) -> None:
+            if isinstance(obs, Rejected):
+                self.compare_code(e, int(obs.code), obs.rule, "send_batch")
+                return
+            if self.compare_code(e, int(obs.code), "batch/consecutive-offsets", "send_batch"):
+                ids = str(e.value.get("fields", {}).get("msg_id", "")).split(",")
+                for rec, mid in zip(obs.records, ids, strict=False):
+                    self.bind(_offset(mid), rec.commit_log_offset)
+
+        return complete
 
     def on_pull(self, inv: Event, e: Event) -> None:
         a = inv.value
@@ -305,9 +337,34 @@ class Checker:
             self.on_record(r, inv, e)
         code = int(e.value.get("code", -1))
         fields = e.value.get("fields", {})
+        self.pull_codes(a, code, fields, len(records), e)
         at_end = code != int(Code.SUCCESS) or fields.get("next_begin_offset") == fields.get("max_offset")
         if at_end:
             self.missing_in(a["topic"], int(a["queue"]), inv.time, e.index)
+
+    def pull_codes(self, a: dict[str, Any], code: int, fields: dict[str, Any], n: int, e: Event) -> None:
+        """The pull status codes, judged on the response's own offsets. rule: pull/status-codes"""
+        offset, max_offset = int(a.get("offset", 0)), fields.get("max_offset")
+        if code == int(Code.SUCCESS):
+            if n == 0 or fields.get("next_begin_offset") != offset + n:
+                self.anomaly(
+                    "wrong-pull-result",
+                    "pull/found",
+                    e.index,
+                    f"FOUND with {n} records and nextBeginOffset {fields.get('next_begin_offset')} from {offset}",
+                )
+        elif (
+            max_offset is not None
+            and offset == max_offset
+            and max_offset > 0
+            and code != int(Code.PULL_NOT_FOUND)
+        ):
+            self.anomaly(
+                "wrong-pull-status",
+                "pull/status-codes",
+                e.index,
+                f"pull at the max offset {offset} answered {_code(code)}, not PULL_NOT_FOUND",
+            )
 
     def on_record(self, r: dict[str, Any], inv: Event, e: Event) -> None:
         p = r.get("properties", {})
@@ -497,7 +554,7 @@ class Checker:
                         f"{x.uniq} not visible in {topic}:{queue} at {t}, due by {x.latest}",
                     )
 
-    def on_send_back(self, inv: Event, e: Event) -> None:
+    def apply_send_back(self, inv: Event) -> Callable[[Event], None]:
         a = inv.value
         model_clo = self.obs_to_model.get(int(a["offset"]), -1 - int(a["offset"]))
         req = SendBack(
@@ -508,14 +565,20 @@ class Checker:
             version=int(a.get("version", 401)),
         )
         self.state, obs = self.model.send_back(self.state, req, inv.time)
-        if isinstance(obs, Rejected):
-            self.compare_code(e, int(obs.code), obs.rule, "send_back")
-            return
-        self.compare_code(e, int(obs.code), "sendback/dlq-route", "send_back")
-        if obs.record is not None and not obs.record.topic.startswith("SCHEDULE"):
-            self.add_exp(obs.record, "sendback/dlq-route", e.index, inv.time)
+        if (
+            isinstance(obs, SendBackOk)
+            and obs.record is not None
+            and not obs.record.topic.startswith("SCHEDULE")
+        ):
+            self.add_exp(obs.record, "sendback/dlq-route", inv.index, inv.time)
 
-    def on_end_tx(self, inv: Event, e: Event) -> None:
+        def complete(e: Event) -> None:
+            rule = obs.rule if isinstance(obs, Rejected) else "sendback/dlq-route"
+            self.compare_code(e, int(obs.code), rule, "send_back")
+
+        return complete
+
+    def apply_end_tx(self, inv: Event) -> Callable[[Event], None]:
         a = inv.value
         clo = self.obs_to_model.get(int(a["commit_log_offset"]), -1)
         table = self.half_table_obs_to_model.get(int(a["table_offset"]), int(a["table_offset"]))
@@ -525,36 +588,37 @@ class Checker:
         )
         self.state, obs = self.model.end_transaction(self.state, req, inv.time)
         uniq = str(a.get("transaction_id") or "")
-        if isinstance(obs, NoResponse):
-            if not e.value.get("no_response"):
-                self.anomaly("wrong-response", obs.rule, e.index, "UNKNOW must get no response")
-            return
-        if isinstance(obs, Rejected):
-            self.compare_code(e, int(obs.code), obs.rule, "end_tx")
-            return
-        if not self.compare_code(e, int(obs.code), "transaction/committed-message", "end_tx"):
-            return
-        assert isinstance(obs, EndTxOk)
-        if uniq in self.resolved:
-            self.hazards.append(
-                f"transaction/not-idempotent: {uniq} ended twice ({self.resolved[uniq]}, then "
-                f"{action.name.lower()}); 4.9.x applies both"
-            )
-        self.resolved[uniq] = "commit" if action == TxAction.COMMIT else "rollback"
-        if obs.committed is not None:
-            self.add_exp(obs.committed, "transaction/committed-message", e.index, inv.time)
+        if isinstance(obs, EndTxOk):
+            if uniq in self.resolved:
+                self.hazards.append(
+                    f"transaction/not-idempotent: {uniq} ended twice ({self.resolved[uniq]}, then "
+                    f"{action.name.lower()}); 4.9.x applies both"
+                )
+            self.resolved[uniq] = "commit" if action == TxAction.COMMIT else "rollback"
+            if obs.committed is not None:
+                self.add_exp(obs.committed, "transaction/committed-message", inv.index, inv.time)
 
-    def on_heartbeat(self, inv: Event, e: Event) -> None:
+        def complete(e: Event) -> None:
+            if isinstance(obs, NoResponse):
+                if not e.value.get("no_response"):
+                    self.anomaly("wrong-response", obs.rule, e.index, "UNKNOW must get no response")
+            elif isinstance(obs, Rejected):
+                self.compare_code(e, int(obs.code), obs.rule, "end_tx")
+            else:
+                self.compare_code(e, int(obs.code), "transaction/committed-message", "end_tx")
+
+        return complete
+
+    def apply_heartbeat(self, inv: Event) -> None:
         self.state = self.model.heartbeat(self.state, inv.value["group"], bool(inv.value.get("online", True)))
 
-    def on_restart(self, inv: Event, e: Event) -> None:
+    def apply_restart(self, inv: Event) -> None:
         self.state = self.model.restart(self.state)
         for exps in self.expect.values():
             for x in exps:
                 if x.level is not None and x.matched_at is None:
                     x.optional = True
         # Redelivery after a restart is allowed: further copies may appear (rule: schedule/restart-redelivery)
-        self.restarted = True
 
     # -- checks --
     def on_check(self, e: Event) -> None:

@@ -34,6 +34,7 @@ KINDS = ("send", "delay", "batch", "pull", "sendback", "half", "end_tx", "advanc
 TOPICS = ("TopicA", "TopicB")
 GROUP = "CG_m"
 PGROUP = "PG_m"
+PULL_TOPICS = (*TOPICS, f"%RETRY%{GROUP}", f"%DLQ%{GROUP}", "TRANS_CHECK_MAX_TIME_TOPIC")
 
 
 class ConformanceFailure(AssertionError):
@@ -76,7 +77,11 @@ def conformance_machine(
             return kind in self.kinds
 
         @precondition(lambda self: self.on("send"))
-        @rule(topic=st.sampled_from(TOPICS), queue=st.integers(0, 1), tags=st.sampled_from(["a", "b", ""]))
+        @rule(
+            topic=st.sampled_from((*TOPICS, *TOPICS, "SCHEDULE_TOPIC_XXXX", "bad topic")),
+            queue=st.sampled_from([0, 1, 1, 7]),
+            tags=st.sampled_from(["a", "b", ""]),
+        )
         def send(self, topic: str, queue: int, tags: str) -> None:
             p = {"UNIQ_KEY": self.uniq(), "WAIT": "true"}
             if tags:
@@ -84,7 +89,11 @@ def conformance_machine(
             self.target.execute(Send(Message(topic, b"m", props(p), queue_id=queue, producer_group="PG")))
 
         @precondition(lambda self: self.on("delay"))
-        @rule(topic=st.sampled_from(TOPICS), queue=st.integers(0, 1), level=st.sampled_from([1, 2, 3, 4, 17, 18, 19, 99]))
+        @rule(
+            topic=st.sampled_from(TOPICS),
+            queue=st.integers(0, 1),
+            level=st.sampled_from([1, 2, 3, 4, 17, 18, 19, 99]),
+        )
         def send_delayed(self, topic: str, queue: int, level: int) -> None:
             p = {"UNIQ_KEY": self.uniq(), "WAIT": "true", "DELAY": str(level)}
             self.target.execute(Send(Message(topic, b"d", props(p), queue_id=queue)))
@@ -96,11 +105,31 @@ def conformance_machine(
             wrapper = props(DELAY="2") if delay else props()
             self.target.execute(SendBatch(Batch("TopicA", entries, queue_id=0, properties=wrapper)))
 
+        @precondition(lambda self: self.on("send"))
+        @rule(reconsume=st.integers(0, 3), max_times=st.sampled_from([None, 1, 2]))
+        def send_retry(self, reconsume: int, max_times: int | None) -> None:
+            """The client's fallback: a normal send to %RETRY%<group> with DELAY = 3 + reconsumeTimes."""
+            p = props(UNIQ_KEY=self.uniq(), WAIT="true", DELAY=str(3 + reconsume), RETRY_TOPIC="TopicA")
+            self.target.execute(
+                Send(
+                    Message(
+                        f"%RETRY%{GROUP}",
+                        b"r",
+                        p,
+                        queue_id=0,
+                        reconsume_times=reconsume,
+                        max_reconsume_times=max_times,
+                    )
+                )
+            )
+
         @precondition(lambda self: self.on("half"))
-        @rule(topic=st.sampled_from(TOPICS))
-        def send_half(self, topic: str) -> None:
+        @rule(topic=st.sampled_from(TOPICS), immunity=st.sampled_from([None, None, "90"]))
+        def send_half(self, topic: str, immunity: str | None) -> None:
             uniq = self.uniq()
             p = props(UNIQ_KEY=uniq, WAIT="true", TRAN_MSG="true", PGROUP=PGROUP)
+            if immunity is not None:
+                p = p.set("CHECK_IMMUNITY_TIME_IN_SECONDS", immunity)
             resp = self.target.execute(
                 Send(Message(topic, b"t", p, queue_id=0, sys_flag=4, producer_group=PGROUP))
             )
@@ -108,10 +137,14 @@ def conformance_machine(
                 self.halves.append((uniq, int(resp.fields["queue_offset"]), str(resp.fields["msg_id"])))  # type: ignore[call-overload]
 
         @precondition(lambda self: self.on("end_tx") and bool(self.halves))
-        @rule(data=st.data(), action=st.sampled_from([TxAction.COMMIT, TxAction.ROLLBACK, TxAction.UNKNOW]))
-        def end_tx(self, data: st.DataObject, action: TxAction) -> None:
+        @rule(
+            data=st.data(),
+            action=st.sampled_from([TxAction.COMMIT, TxAction.ROLLBACK, TxAction.UNKNOW]),
+            group=st.sampled_from([PGROUP, PGROUP, PGROUP, "PG_other"]),
+        )
+        def end_tx(self, data: st.DataObject, action: TxAction, group: str) -> None:
             uniq, table, msg_id = data.draw(st.sampled_from(self.halves))
-            req = EndTransaction(PGROUP, table, int(msg_id[-16:], 16), action, transaction_id=uniq)
+            req = EndTransaction(group, table, int(msg_id[-16:], 16), action, transaction_id=uniq)
             self.target.execute(EndTx(req))
 
         @precondition(lambda self: self.on("heartbeat"))
@@ -136,15 +169,28 @@ def conformance_machine(
                 self.pulled.extend(resp.records)
 
         @precondition(lambda self: self.on("sendback") and bool(self.pulled))
-        @rule(
-            data=st.data(), level=st.sampled_from([0, 0, 0, -1, 1]), max_times=st.sampled_from([None, 1, 2])
-        )
+        @rule(data=st.data(), level=st.sampled_from([0, 1]), max_times=st.sampled_from([None, 3]))
         def send_back(self, data: st.DataObject, level: int, max_times: int | None) -> None:
             rec = data.draw(st.sampled_from(self.pulled))
             self.target.execute(ConsumerSendBack(SendBack(GROUP, rec.commit_log_offset, level, max_times)))
 
+        @precondition(lambda self: self.on("sendback") and bool(self.pulled))
+        @rule(data=st.data())
+        def send_back_dlq(self, data: st.DataObject) -> None:
+            """The consumer asks for the DLQ at once (delayLevel -1)."""
+            rec = data.draw(st.sampled_from(self.pulled))
+            self.target.execute(ConsumerSendBack(SendBack(GROUP, rec.commit_log_offset, -1)))
+
+        @precondition(lambda self: self.on("sendback") and any(r.reconsume_times > 0 for r in self.pulled))
+        @rule(data=st.data(), extra=st.sampled_from([0, 1]))
+        def send_back_at_max(self, data: st.DataObject, extra: int) -> None:
+            """A retried message sent back with the header's maxReconsumeTimes at (or above) its count."""
+            rec = data.draw(st.sampled_from([r for r in self.pulled if r.reconsume_times > 0]))
+            max_times = rec.reconsume_times + extra
+            self.target.execute(ConsumerSendBack(SendBack(GROUP, rec.commit_log_offset, 0, max_times)))
+
         @precondition(lambda self: self.on("advance"))
-        @rule(ms=st.sampled_from([1, 999, 1000, 5000, 9999, 10_000, 60_000, 600_000]))
+        @rule(ms=st.sampled_from([1, 999, 1000, 2000, 5000, 9999, 10_000, 55_000, 60_000, 600_000]))
         def advance(self, ms: int) -> None:
             self.target.advance_to(self.target.now() + ms)
 
@@ -184,8 +230,9 @@ def conformance_machine(
                         + 1
                     )
                     self.target.advance_to(self.target.now() + min(horizon, 8 * 3_600_000))
-                    for key in list(self.offsets) + [(t, q) for t in TOPICS for q in (0, 1)]:
-                        self.pull_queue(*key)
+                    for topic in PULL_TOPICS:
+                        for queue in (0, 1):
+                            self.pull_queue(topic, queue)
                     self.history_is_valid()
                     verdict = self.checker.finish()
                     if on_verdict is not None:
@@ -209,8 +256,10 @@ def run_machine(
     save_dir: Path | None = None,
     seed: int | None = 0,
     on_verdict: Callable[[Verdict, int], None] | None = None,
+    shrink: bool = True,
 ) -> str | None:
-    """Run the state machine; None when it passes, else the failure message (shrunk)."""
+    """Run the state machine; None when it passes, else the failure message (shrunk unless ``shrink`` is off)."""
+    from hypothesis import Phase
     from hypothesis import seed as hseed
     from hypothesis.stateful import run_state_machine_as_test
 
@@ -223,8 +272,9 @@ def run_machine(
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
-        derandomize=seed is not None,
+        derandomize=False,
         print_blob=False,
+        phases=[Phase.explicit, Phase.generate, *([Phase.shrink] if shrink else [])],
     )
 
     def runner() -> None:

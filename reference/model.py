@@ -235,6 +235,8 @@ class Model:
             if due is not None and due > now:
                 candidates.append(due)
             if not candidates or min(candidates) > end:
+                state, delivered = self.deliver(state, end)  # the services also run at the final instant
+                events.extend(delivered)
                 return state, events
             now = min(candidates)
             state, delivered = self.deliver(state, now)

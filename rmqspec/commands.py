@@ -1,0 +1,198 @@
+"""The conformance commands of the ``rmqspec`` CLI: conform, mutants, scenarios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
+from rmqspec.conformance.mutants import MUTANTS
+from rmqspec.conformance.scenarios import ScenarioError, catalogue, dump
+
+console = Console()
+err = Console(stderr=True)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[item]}"),
+        console=console,
+        transient=True,
+    )
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(2)
+
+
+def conform_cmd(
+    target: Annotated[str, typer.Option(help="reference, mutant:NAME or remoting://HOST:PORT")] = "reference",
+    report: Annotated[Path | None, typer.Option(help="write the full report as JSON")] = None,
+    junit: Annotated[Path | None, typer.Option(help="write a JUnit XML report")] = None,
+    examples: Annotated[int, typer.Option(help="state-machine runs (0: scenarios only)")] = 50,
+    steps: Annotated[int, typer.Option(help="operations per state-machine run")] = 30,
+    epsilon: Annotated[int, typer.Option(help="allowed lateness in ms (wall-clock targets)")] = 0,
+    save_dir: Annotated[Path, typer.Option(help="where a shrunk failing history is saved")] = Path(
+        "out/failures"
+    ),
+) -> None:
+    """Run the conformance suite against a target; exit 0 only when it passes."""
+    try:
+        scenarios = catalogue()
+        with _progress() as bar:
+            task = bar.add_task(f"conform {target}", total=len(scenarios) + 1, item="")
+            rep = conform(
+                target,
+                scenarios=scenarios,
+                examples=examples,
+                steps=steps,
+                epsilon_ms=epsilon,
+                save_dir=save_dir,
+                progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
+            )
+    except (TargetSpecError, ScenarioError) as e:
+        raise _fail(str(e)) from None
+    _print_report(rep)
+    if report:
+        rep.write_json(report)
+    if junit:
+        rep.write_junit(junit)
+    raise typer.Exit(0 if rep.passed else 1)
+
+
+def _print_report(rep: Report) -> None:
+    table = Table(title=f"rmqspec conform --target {rep.target}")
+    for col in ("rule", "pass", "fail", "skip", "unknown"):
+        table.add_column(col, justify="left" if col == "rule" else "right")
+    for rule, counts in rep.by_rule().items():
+        fails = counts.get("fail", 0)
+        table.add_row(
+            rule,
+            str(counts.get("pass", 0)),
+            f"[red]{fails}[/red]" if fails else "0",
+            str(counts.get("skip", 0)),
+            str(counts.get("unknown", 0)),
+        )
+    console.print(table)
+    for r in rep.scenarios:
+        if r.outcome == "fail":
+            console.print(f"[red]FAIL[/red] {r.scenario.id} ({r.scenario.source})")
+            for f in r.failures:
+                console.print(f"     step {f.step} ({f.operation}): {f.message}")
+        elif r.outcome in ("skip", "unknown"):
+            console.print(f"[yellow]{r.outcome.upper()}[/yellow] {r.scenario.id}: {r.reason}")
+    machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{rep.machine}"
+    console.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
+    n = len(rep.scenarios)
+    passed = sum(r.outcome == "pass" for r in rep.scenarios)
+    verdict = "[green]PASS[/green]" if rep.passed else "[red]FAIL[/red]"
+    console.print(f"{verdict}: {passed}/{n} scenarios passed in {rep.seconds:.1f} s")
+
+
+def mutants_cmd(
+    list_only: Annotated[bool, typer.Option("--list", help="list the mutants and exit")] = False,
+    examples: Annotated[int, typer.Option(help="state-machine runs per mutant")] = 30,
+    only: Annotated[list[str] | None, typer.Option("--only", help="run only these mutants")] = None,
+    report: Annotated[Path | None, typer.Option(help="write the kill matrix as JSON")] = None,
+) -> None:
+    """Run the suite against every mutant and print the kill matrix; exit 1 if any survives."""
+    if list_only:
+        for name in sorted(MUTANTS):
+            m = MUTANTS[name]
+            console.print(f"{name:32} {m.rule:34} {m.description}")
+        raise typer.Exit(0)
+    unknown = [n for n in (only or []) if n not in MUTANTS]
+    if unknown:
+        raise _fail(f"unknown mutant(s): {', '.join(unknown)}")
+    try:
+        scenarios = catalogue()
+    except ScenarioError as e:
+        raise _fail(str(e)) from None
+    with _progress() as bar:
+        task = bar.add_task("mutants", total=len(only or MUTANTS), item="")
+        rows = kill_matrix(
+            examples=examples,
+            names=only,
+            scenarios=scenarios,
+            progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
+        )
+    table = Table(title="kill matrix")
+    for col in ("mutant", "rule broken", "killed", "by scenarios", "by checker"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r.mutant,
+            r.rule,
+            "[green]yes[/green]" if r.killed else "[red]SURVIVED[/red]",
+            str(len(r.killed_by)) + (f" ({r.killed_by[0]})" if r.killed_by else ""),
+            "yes" if r.machine else "no",
+        )
+    console.print(table)
+    killed = sum(r.killed for r in rows)
+    console.print(f"{killed}/{len(rows)} mutants killed")
+    if report:
+        report.write_text(
+            json.dumps(
+                [
+                    {
+                        "mutant": r.mutant,
+                        "rule": r.rule,
+                        "killed": r.killed,
+                        "killed_by": list(r.killed_by),
+                        "checker": r.machine,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+    raise typer.Exit(0 if killed == len(rows) else 1)
+
+
+scenarios_app = typer.Typer(help="The scenario catalogue.", no_args_is_help=True)
+
+
+@scenarios_app.command("dump")
+def scenarios_dump(
+    out: Annotated[Path | None, typer.Option("--out", help="write JSON here (default: stdout)")] = None,
+) -> None:
+    """Write every scenario (the spec's examples and the catalogue) as language-neutral JSON."""
+    try:
+        scenarios = catalogue()
+    except ScenarioError as e:
+        raise _fail(str(e)) from None
+    text = dump(scenarios, out)
+    if out is None:
+        print(text)
+    else:
+        err.print(f"{len(scenarios)} scenarios written to {out}")
+
+
+@scenarios_app.command("list")
+def scenarios_list() -> None:
+    """List scenario ids with their rules and features."""
+    try:
+        scenarios = catalogue()
+    except ScenarioError as e:
+        raise _fail(str(e)) from None
+    for s in scenarios:
+        console.print(f"{s.id:60} {', '.join(sorted(f.value for f in s.features))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("conform")(conform_cmd)
+    app.command("mutants")(mutants_cmd)
+    app.add_typer(scenarios_app, name="scenarios")

@@ -1,0 +1,101 @@
+"""The checker's verdicts on hand-made histories: good and bad histories kept as fixtures (Knossos/Elle style)."""
+
+from __future__ import annotations
+
+from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
+from rmqspec.conformance.checker import Checker, Verdict, check_history
+from rmqspec.conformance.history import Event, RecordingTarget
+from rmqspec.conformance.mutants import MUTANTS
+from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.model import Model, Pull, Send
+from rmqspec.reference.put import Message
+from rmqspec.reference.records import props
+
+CFG = BrokerConfig("1s 2s 3s")
+
+
+def delayed_history(model: Model, pull_after_ms: int) -> list[Event]:
+    t = RecordingTarget(InProcessTarget(model))
+    t.execute(Send(Message("T", b"x", props(UNIQ_KEY="U1", DELAY="2"))))
+    t.advance_to(EPOCH + pull_after_ms)
+    t.execute(Pull("T", 0, 0))
+    return t.events
+
+
+def verdict(events: list[Event], eps: int = 100) -> Verdict:
+    return check_history(events, CFG, epsilon_ms=eps, check_phase_ms=0)
+
+
+def test_reference_history_passes() -> None:
+    v = verdict(delayed_history(Model(CFG), 2000))
+    assert v.valid == "pass", v
+    assert v.consumed == v.total == 4
+
+
+def test_delivery_one_ms_early_fails() -> None:
+    events = delayed_history(Model(CFG), 2000)
+    pulled = events[-1].value["records"][0]
+    pulled["store_timestamp"] -= 1  # the broker stored the delivered copy 1 ms before its deliver time
+    v = verdict(events)
+    assert v.valid == "fail"
+    assert [a.name for a in v.anomalies] == ["early-delivery"]
+    assert v.anomalies[0].rule == "schedule/due-time"
+
+
+def test_pull_seen_before_due_fails() -> None:
+    model = MUTANTS["one-ms-early"].model(CFG)
+    v = verdict(delayed_history(model, 1999))
+    assert v.valid == "fail"
+    assert "early-delivery" in {a.name for a in v.anomalies}
+
+
+def test_delivery_after_epsilon_fails_and_within_passes() -> None:
+    events = delayed_history(Model(CFG), 2500)
+    events[-1].value["records"][0]["store_timestamp"] += 100  # at the edge of epsilon: allowed
+    assert verdict(events, eps=100).valid == "pass"
+    events[-1].value["records"][0]["store_timestamp"] += 1  # 1 ms past epsilon
+    v = verdict(events, eps=100)
+    assert v.valid == "fail"
+    assert [a.name for a in v.anomalies] == ["late-delivery"]
+
+
+def test_not_visible_by_deadline_is_late() -> None:
+    model = MUTANTS["one-tick-late"].model(CFG)
+    t = RecordingTarget(InProcessTarget(model))
+    t.execute(Send(Message("T", b"x", props(UNIQ_KEY="U1", DELAY="1"))))
+    t.advance_to(EPOCH + 1050)
+    t.execute(Pull("T", 0, 0))  # a correct broker has delivered by 1000 + epsilon (20)
+    v = check_history(t.events, CFG, epsilon_ms=20, check_phase_ms=0)
+    assert v.valid == "fail"
+    assert v.anomalies[0].name == "late-delivery"
+
+
+def test_history_that_stops_early_is_not_a_pass() -> None:
+    events = delayed_history(Model(CFG), 2000)
+    truncated = events[:-1]  # the pull's completion is missing: its outcome is unknown
+    v = verdict(truncated)
+    assert v.valid == "unknown"
+    assert "unknown outcome" in v.reason
+    v2 = check_history(events, CFG, epsilon_ms=100, check_phase_ms=0, expected_total=len(events) + 3)
+    assert v2.valid == "unknown"
+
+
+def test_lost_message_named() -> None:
+    t = RecordingTarget(InProcessTarget(Model(CFG)))
+    t.execute(Send(Message("T", b"x", props(UNIQ_KEY="U1"))))
+    t.advance_to(EPOCH + 101)  # past epsilon: a plain message must be visible by now
+    t.execute(Pull("T", 0, 0))
+    events = t.events
+    events[-1].value["records"].clear()
+    events[-1].value["code"] = 19
+    v = verdict(events)
+    assert v.valid == "fail"
+    assert {a.name for a in v.anomalies} == {"lost-message"}
+
+
+def test_incremental_checker_matches_batch() -> None:
+    events = delayed_history(Model(CFG), 2000)
+    c = Checker(CFG, epsilon_ms=100)
+    for e in events:
+        c.feed(e)
+    assert c.finish().valid == verdict(events).valid == "pass"
