@@ -95,3 +95,78 @@ def to_response(obs: Observation) -> Response:
         case Ack(code=c):
             return Response(int(c))
     raise TypeError(f"unexpected observation {obs!r}")
+
+
+class WallClockTarget:
+    """The reference model (or a mutant) on the wall clock: what ``rmqspec serve`` puts behind TCP.
+
+    The broker's services run whenever the target is touched, up to the current time, under a lock, so
+    several client threads can use it at once. ``delay_ms`` adds a fixed lateness to every service
+    run, for testing a checker's epsilon.
+    """
+
+    def __init__(self, model: Model | None = None, name: str = "reference@wall") -> None:
+        import threading
+
+        self.model = model or Model()
+        self.state = self.model.initial()
+        self._lock = threading.RLock()
+        self._last = self._clock()
+        self._checks: list[CheckEvent] = []
+        self._info = TargetInfo(name=name, clock=Clock.WALL, config=self.model.config)
+
+    @staticmethod
+    def _clock() -> int:
+        import time
+
+        return int(time.time() * 1000)
+
+    @property
+    def info(self) -> TargetInfo:
+        return self._info
+
+    def now(self) -> int:
+        return self._clock()
+
+    def _catch_up(self) -> int:
+        now = self._clock()
+        if now > self._last:
+            self.state, events = self.model.advance(self.state, self._last, now)
+            self._last = now
+            self._checks.extend(
+                CheckEvent(
+                    e.message.store_timestamp,
+                    e.group,
+                    e.tran_state_table_offset,
+                    e.commit_log_offset,
+                    e.message,
+                )
+                for e in events
+                if isinstance(e, CheckRequest) and e.sent
+            )
+        return now
+
+    def advance_to(self, t: int) -> list[CheckEvent]:
+        import time
+
+        while (left := t - self._clock()) > 0:
+            time.sleep(min(left, 50) / 1000)
+            with self._lock:
+                self._catch_up()
+        with self._lock:
+            self._catch_up()
+            out, self._checks = self._checks, []
+        return out
+
+    def execute(self, op: Op) -> Response:
+        with self._lock:
+            now = self._catch_up()
+            self.state, obs = self.model.step(self.state, op, now)
+            return to_response(obs)
+
+    def restart(self) -> None:
+        with self._lock:
+            self.state = self.model.restart(self.state)
+
+    def close(self) -> None:
+        pass

@@ -23,10 +23,13 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     Level n is item n (1-based). The broker fails to load on an unknown unit; the model raises
     ConfigError naming the item. rule: config/delay-level-table
     """
-    if not text:
+    if not text.strip(" "):
         raise ConfigError("messageDelayLevel is empty: at least one level such as '1s' is required")
     delays: list[int] = []
-    for index, item in enumerate(text.split(" "), start=1):
+    items = text.split(" ")
+    while items and not items[-1]:  # Java's String.split drops trailing empty strings
+        items.pop()
+    for index, item in enumerate(items, start=1):
         if not item:
             raise ConfigError(
                 f"messageDelayLevel item {index} is empty (items are separated by single spaces)"

@@ -51,3 +51,20 @@ def java_string_hash(s: str) -> int:
 def _utf16_units(s: str) -> Iterable[int]:
     b = s.encode("utf-16-be")
     return (int.from_bytes(b[i : i + 2], "big") for i in range(0, len(b), 2))
+
+
+def as_read_back(props: Mapping[str, str]) -> dict[str, str] | None:
+    """What a reader decodes from the string ``props`` is stored as, or None when that is ``props`` itself.
+
+    A stored record keeps only its properties string, so an entry the lenient decoder drops (empty key or
+    value, a key or value holding a separator) is not there for any consumer. rule: properties/lenient-decoding
+    """
+    for k, v in props.items():
+        if (
+            not k
+            or not v
+            or len(k) + len(v) < 2
+            or any(c in k or c in v for c in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR))
+        ):
+            return decode_properties(encode_properties(props))
+    return None

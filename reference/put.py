@@ -22,7 +22,7 @@ from .constants import (
     transaction_value,
 )
 from .observations import Rejected, SendOk
-from .properties import encode_properties, java_string_hash
+from .properties import as_read_back, encode_properties, java_string_hash
 from .records import Inner, Props, Record, stored_size
 from .semantics import Semantics
 from .state import BrokerState, GroupConfig, TopicConfig, store_append, with_props
@@ -155,6 +155,9 @@ def store_put(
     stored = inner.stored_properties()
     if len(encode_properties(stored).encode()) > PROPERTIES_MAX_LENGTH:
         return Rejected(Code.MESSAGE_ILLEGAL, "message properties length too long", "put/message-illegal")
+    if stored_size(inner.body, inner.topic, stored) > cfg.max_message_size:
+        # doAppend: MESSAGE_SIZE_EXCEEDED becomes MESSAGE_ILLEGAL (facts §1.3)
+        return Rejected(Code.MESSAGE_ILLEGAL, "message size exceeded", "put/message-illegal")
     return append(state, inner, now, sem)
 
 
@@ -166,6 +169,9 @@ def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[
     advances = sem.advances_queue_offset(tran_type)
     queue_offset = store.counters.get(key, 0) if advances else 0
     stored = inner.stored_properties()
+    read_back = as_read_back(stored)
+    if read_back is not None:
+        stored = Props(read_back)
     record = Record(
         commit_log_offset=store.end,
         size=stored_size(inner.body, inner.topic, stored),

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -32,7 +33,7 @@ def _progress() -> Progress:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(2)
 
 
@@ -87,12 +88,12 @@ def _print_report(rep: Report) -> None:
     console.print(table)
     for r in rep.scenarios:
         if r.outcome == "fail":
-            console.print(f"[red]FAIL[/red] {r.scenario.id} ({r.scenario.source})")
+            console.print(f"[red]FAIL[/red] {escape(r.scenario.id)} ({escape(r.scenario.source)})")
             for f in r.failures:
-                console.print(f"     step {f.step} ({f.operation}): {f.message}")
+                console.print(f"     step {f.step} ({f.operation}): {escape(f.message)}")
         elif r.outcome in ("skip", "unknown"):
-            console.print(f"[yellow]{r.outcome.upper()}[/yellow] {r.scenario.id}: {r.reason}")
-    machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{rep.machine}"
+            console.print(f"[yellow]{r.outcome.upper()}[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
+    machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
     console.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
     n = len(rep.scenarios)
     passed = sum(r.outcome == "pass" for r in rep.scenarios)

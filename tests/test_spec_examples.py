@@ -19,9 +19,9 @@ def _target(cfg: BrokerConfig) -> InProcessTarget:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
 def test_spec_example(scenario: Scenario) -> None:
     result = run_scenario(scenario, _target, salt="spec")
-    assert result.outcome == "pass", "\n".join(
-        f"step {f.step} ({f.operation}): {f.message}" for f in result.failures
-    ) or result.reason
+    assert result.outcome == "pass", (
+        "\n".join(f"step {f.step} ({f.operation}): {f.message}" for f in result.failures) or result.reason
+    )
 
 
 def test_spec_has_examples() -> None:

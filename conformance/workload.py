@@ -1,0 +1,180 @@
+"""The wall-clock workload: many operations at once in one timeline, checked as a whole at the end.
+
+Jepsen style: producer, consumer and check-responder threads drive a wall-clock target concurrently
+for a while, then the workload waits for everything due to come due, reads every queue to its end,
+and the history checker judges the whole history. Each producer owns its topic, so no two operations
+race on one queue and the checker's model sees queue offsets in the broker's own order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import attrs
+
+from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.constants import Prop, TxAction
+from rmqspec.reference.model import ConsumerSendBack, EndTx, Heartbeat, Pull, Send
+from rmqspec.reference.put import Message
+from rmqspec.reference.records import Record, props
+from rmqspec.reference.sendback import SendBack
+from rmqspec.reference.transaction import EndTransaction
+
+from .checker import Verdict, check_history
+from .contract import Target, TargetError
+from .history import Event, RecordingTarget
+
+
+@attrs.frozen
+class WorkloadResult:
+    verdict: Verdict
+    events: tuple[Event, ...]
+    operations: int
+    seconds: float
+
+
+class _SafeRecorder(RecordingTarget):
+    """A recording target safe to share between threads (one lock around each call's bookkeeping)."""
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self.lock = threading.Lock()
+
+    def _add(self, process: int, type_: str, f: str, value: dict[str, object], time_: int) -> None:
+        with self.lock:
+            super()._add(process, type_, f, value, time_)
+
+
+def run_workload(
+    target: Target,
+    *,
+    seconds: float = 20.0,
+    producers: int = 2,
+    seed: int = 0,
+    epsilon_ms: int = 1000,
+    levels: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> WorkloadResult:
+    """Drive ``target`` concurrently for ``seconds``, then settle, read everything and check the history."""
+    cfg: BrokerConfig = target.info.config
+    rec = _SafeRecorder(target)
+    run = f"{seed:x}{int(time.time()) % 100000:x}"
+    group, pgroup = f"CG_w{run}", f"PG_w{run}"
+    topics = [f"W{run}_{i}" for i in range(producers)]
+    stop = threading.Event()
+    halves: list[tuple[str, int, str]] = []
+    pulled: list[Record] = []
+    lock = threading.Lock()
+    ops = [0]
+    rec.execute(Heartbeat(pgroup), process=0)
+
+    def producer(i: int) -> None:
+        rnd = random.Random(seed * 1000 + i)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            uniq = f"{run}{i:02X}{n:08X}".upper().rjust(32, "0")
+            kind = rnd.random()
+            try:
+                if kind < 0.35:
+                    rec.execute(
+                        Send(Message(topics[i], b"p", props(UNIQ_KEY=uniq, WAIT="true"))), process=1 + i
+                    )
+                elif kind < 0.8:
+                    level = rnd.randint(1, levels)
+                    p = props(UNIQ_KEY=uniq, WAIT="true", DELAY=str(level))
+                    rec.execute(Send(Message(topics[i], b"d", p)), process=1 + i)
+                else:
+                    p = props(UNIQ_KEY=uniq, WAIT="true", TRAN_MSG="true", PGROUP=pgroup)
+                    resp = rec.execute(
+                        Send(Message(topics[i], b"t", p, sys_flag=4, producer_group=pgroup)), process=1 + i
+                    )
+                    if resp.code == 0:
+                        table, msg_id = int(resp.fields["queue_offset"]), str(resp.fields["msg_id"])  # type: ignore[call-overload]
+                        action = rnd.choice([TxAction.COMMIT, TxAction.ROLLBACK, TxAction.UNKNOW, None])
+                        if action is None:
+                            with lock:
+                                halves.append((uniq, table, msg_id))
+                        else:
+                            req = EndTransaction(
+                                pgroup, table, int(msg_id[-16:], 16), action, transaction_id=uniq
+                            )
+                            rec.execute(EndTx(req), process=1 + i)
+            except TargetError:
+                pass
+            ops[0] += 1
+            time.sleep(rnd.uniform(0.01, 0.1))
+
+    offsets: dict[tuple[str, int], int] = {}
+
+    def pull_all(process: int, rnd: random.Random | None) -> None:
+        for topic in [*topics, f"%RETRY%{group}", f"%DLQ%{group}"]:
+            while True:
+                off = offsets.get((topic, 0), 0)
+                try:
+                    resp = rec.execute(Pull(topic, 0, off, 32, group), process=process)
+                except TargetError:
+                    break
+                if resp.code != 0 or not resp.records:
+                    break
+                offsets[(topic, 0)] = int(resp.fields["next_begin_offset"])  # type: ignore[call-overload]
+                for r in resp.records:
+                    if rnd is not None and r.reconsume_times < 2 and rnd.random() < 0.3:
+                        level = rnd.choice([0, 0, -1])
+                        with contextlib.suppress(TargetError):
+                            rec.execute(
+                                ConsumerSendBack(SendBack(group, r.commit_log_offset, level, 2)),
+                                process=process,
+                            )
+                with lock:
+                    pulled.extend(resp.records)
+
+    def consumer() -> None:
+        rnd = random.Random(seed + 7)
+        while not stop.is_set():
+            pull_all(90, rnd)
+            time.sleep(0.05)
+
+    def checker_thread() -> None:
+        rnd = random.Random(seed + 11)
+        while not stop.is_set():
+            for c in rec.advance_to(rec.now() + 100):
+                if c.group != pgroup:
+                    continue
+                action = rnd.choice([TxAction.COMMIT, TxAction.ROLLBACK, TxAction.UNKNOW])
+                req = EndTransaction(
+                    pgroup,
+                    c.tran_state_table_offset,
+                    c.commit_log_offset,
+                    action,
+                    True,
+                    transaction_id=c.message.properties.get(Prop.UNIQ_KEY),
+                )
+                with contextlib.suppress(TargetError):
+                    rec.execute(EndTx(req), process=95)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=producer, args=(i,), daemon=True) for i in range(producers)]
+    threads += [
+        threading.Thread(target=consumer, daemon=True),
+        threading.Thread(target=checker_thread, daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    if progress:
+        progress("settling")
+    settle = max(cfg.delay_levels[:levels]) * 2 + 2 * epsilon_ms
+    settle_until = rec.now() + settle
+    while rec.now() < settle_until:
+        rec.advance_to(min(settle_until, rec.now() + 500))
+    pull_all(90, None)
+    verdict = check_history(rec.events, cfg, epsilon_ms=epsilon_ms)
+    return WorkloadResult(verdict, tuple(rec.events), ops[0], time.perf_counter() - start)

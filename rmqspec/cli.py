@@ -1,0 +1,148 @@
+"""The ``rmqspec`` command: one Typer app; each sub-command is a function registered on it.
+
+To add a command, write it as a plain function (Typer options as ``Annotated`` parameters) and register
+it in :func:`build_app` (or give its module a ``register(app)`` function and call that there).
+Exit codes: 0 success, 1 a check failed, 2 bad input (a one-line error, never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rmqspec import __version__
+from rmqspec.conformance.specdoc import SpecError
+from rmqspec.rules import Traceability, default_root, scan
+
+__all__ = ["app", "build_app", "main", "rules_cmd"]
+
+
+def _error(message: str) -> typer.Exit:
+    """Print a one-line error on stderr; the caller raises the returned exit (code 2)."""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(2)
+
+
+def rules_cmd(
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="exit 1 if a rule lacks implementation or coverage, or code cites an unknown rule"
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the traceability as JSON instead of a table")
+    ] = False,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help="the tree to scan: holds spec/, reference/, conformance/, adapters/ (default: the installed package)",
+        ),
+    ] = None,
+) -> None:
+    """Every spec rule, the code that implements it and the checks that cover it."""
+    root = default_root() if root is None else root
+    if not root.is_dir():
+        raise _error(f"{root}: no such directory")
+    try:
+        trace = scan(root)
+    except SpecError as e:
+        raise _error(str(e)) from None
+    except OSError as e:
+        raise _error(f"cannot read the tree at {root}: {e}") from None
+    problems = trace.problems()
+    if as_json:
+        typer.echo(json.dumps(trace.to_json(), indent=2, ensure_ascii=False))
+    else:
+        _print_rules(trace, problems)
+    raise typer.Exit(1 if check and problems else 0)
+
+
+def _print_rules(trace: Traceability, problems: list[str]) -> None:
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 160))  # a log or a pipe: do not cut the lines at 80
+    table = Table(title=f"spec rules ({escape(str(trace.root))})")
+    id_width = max((len(t.id) for t in trace.rules), default=4)
+    show_versions = console.width >= id_width + 100  # a narrow terminal: the versions are in --json
+    table.add_column("rule", no_wrap=True, min_width=id_width)
+    if show_versions:
+        table.add_column("versions", no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column("implemented by", no_wrap=True, overflow="ellipsis", min_width=12)
+    table.add_column("covered by", no_wrap=True, min_width=10)
+    for t in trace.rules:
+        impl = (
+            f"{len(t.implemented_by)} ({escape(str(t.implemented_by[0]))})"
+            if t.implemented_by
+            else "[red]0[/red]"
+        )
+        cov = str(t.coverage_count) if t.covered else "[red]0[/red]"
+        if t.covered:
+            cov += f" ({len(t.examples)} ex)"
+        versions = [escape(_short_versions(t.rule.versions))] if show_versions else []
+        table.add_row(escape(t.id), *versions, impl, cov)
+    console.print(table)
+    out = Console(soft_wrap=True)
+    for w in trace.warnings():
+        out.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    for p in problems:
+        out.print(f"[red]problem:[/red] {escape(p)}")
+    s = trace.summary()
+    verdict = "[green]OK[/green]" if not problems else f"[red]{len(problems)} problem(s)[/red]"
+    out.print(
+        f"{verdict}: {s['rules']} rules in {len(trace.spec.areas)} areas; {s['implemented']} implemented, "
+        f"{s['covered']} covered ({s['examples']} spec examples); {s['unknown_citations']} unknown citation(s)"
+    )
+
+
+def _short_versions(versions: str) -> str:
+    """The first sentence of a versions line (the default profile's range)."""
+    head, sep, _ = versions.partition(". ")
+    return head + ("." if sep else "")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rmqspec {__version__}")
+        raise typer.Exit(0)
+
+
+def build_app() -> typer.Typer:
+    """The ``rmqspec`` app with every sub-command registered."""
+    app = typer.Typer(
+        name="rmqspec",
+        help="The executable specification of Apache RocketMQ broker semantics, and its conformance kit.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _main(
+        version: Annotated[
+            bool,
+            typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit"),
+        ] = False,
+    ) -> None:
+        """rmqspec: spec rules, conformance runs, mutants and scenarios."""
+
+    app.command("rules")(rules_cmd)
+
+    from rmqspec import commands  # conform, mutants, scenarios
+
+    commands.register(app)
+    return app
+
+
+app = build_app()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,62 @@
+"""The suite as a whole: the reference passes, every mutant is killed, reports are well formed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from typer.testing import CliRunner
+
+from rmqspec.cli import app
+from rmqspec.conform import conform, kill_matrix
+from rmqspec.conformance.mutants import MUTANTS
+
+
+def test_reference_passes_with_reports(tmp_path: Path) -> None:
+    rep = conform("reference", examples=30)
+    assert rep.passed, rep.machine or [r for r in rep.scenarios if r.outcome != "pass"]
+    rep.write_json(tmp_path / "r.json")
+    rep.write_junit(tmp_path / "r.xml")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["passed"] is True and doc["rules"]
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    assert suite.get("failures") == "0"
+    assert int(suite.get("tests", "0")) == len(rep.scenarios) + 1
+
+
+def test_at_least_30_mutants() -> None:
+    assert len(MUTANTS) >= 30
+    assert all(m.rule.count("/") == 1 for m in MUTANTS.values())
+
+
+@pytest.mark.slow
+def test_every_mutant_is_killed() -> None:
+    rows = kill_matrix(examples=60)
+    survivors = [r.mutant for r in rows if not r.killed]
+    assert not survivors, f"mutants not killed: {survivors}"
+
+
+def test_cli_conform_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(
+        app, ["conform", "--target", "reference", "--examples", "5", "--report", str(tmp_path / "a.json")]
+    )
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, ["conform", "--target", "mutant:delay-ignored", "--examples", "0"])
+    assert bad.exit_code == 1
+    assert "FAIL" in bad.output
+    unknown = runner.invoke(app, ["conform", "--target", "mutant:nope"])
+    assert unknown.exit_code == 2
+    assert "unknown mutant" in unknown.output
+
+
+def test_scenarios_dump_is_json(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    result = CliRunner().invoke(app, ["scenarios", "dump", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "rmqspec-scenarios"
+    assert len(doc["scenarios"]) >= 60
+    assert all(s["steps"] and s["rules"] for s in doc["scenarios"])
