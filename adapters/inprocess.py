@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rmqspec.conformance.contract import CheckEvent, Clock, Response, TargetInfo
+import attrs
+
+from rmqspec.conformance.contract import ALL_FEATURES, CheckEvent, Clock, Feature, Response, TargetInfo
+from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model, Op
 from rmqspec.reference.observations import (
     Ack,
@@ -29,6 +32,7 @@ class InProcessTarget:
         self.model = model or Model()
         self.state = self.model.initial()
         self._now = start
+        self._skew = 0  # the broker's clock minus the suite's (skew_clock)
         self._info = TargetInfo(name=name, clock=Clock.LOGICAL, config=self.model.config)
 
     @property
@@ -38,10 +42,14 @@ class InProcessTarget:
     def now(self) -> int:
         return self._now
 
+    def skew_clock(self, ms: int) -> None:
+        """Step the broker's clock by ``ms`` (negative: back, as NTP may do); the suite's clock goes on."""
+        self._skew += ms
+
     def advance_to(self, t: int) -> list[CheckEvent]:
         if t < self._now:
             return []
-        self.state, events = self.model.advance(self.state, self._now, t)
+        self.state, events = self.model.advance(self.state, self._now + self._skew, t + self._skew)
         self._now = t
         return [
             CheckEvent(
@@ -52,10 +60,13 @@ class InProcessTarget:
         ]
 
     def execute(self, op: Op) -> Response:
-        self.state, obs = self.model.step(self.state, op, self._now)
+        self.state, obs = self.model.step(self.state, op, self._now + self._skew)
         return to_response(obs)
 
-    def restart(self) -> None:
+    def restart(self, config: BrokerConfig | None = None) -> None:
+        if config is not None:  # restarted with a changed configuration (e.g. a new level table)
+            self.model = attrs.evolve(self.model, config=config)
+            self.state = attrs.evolve(self.state, config=config)
         self.state = self.model.restart(self.state)
 
     def close(self) -> None:
@@ -113,7 +124,12 @@ class WallClockTarget:
         self._lock = threading.RLock()
         self._last = self._clock()
         self._checks: list[CheckEvent] = []
-        self._info = TargetInfo(name=name, clock=Clock.WALL, config=self.model.config)
+        self._info = TargetInfo(
+            name=name,
+            clock=Clock.WALL,
+            config=self.model.config,
+            features=ALL_FEATURES - {Feature.CLOCK_SKEW},
+        )
 
     @staticmethod
     def _clock() -> int:
@@ -164,8 +180,11 @@ class WallClockTarget:
             self.state, obs = self.model.step(self.state, op, now)
             return to_response(obs)
 
-    def restart(self) -> None:
+    def restart(self, config: BrokerConfig | None = None) -> None:
         with self._lock:
+            if config is not None:
+                self.model = attrs.evolve(self.model, config=config)
+                self.state = attrs.evolve(self.state, config=config)
             self.state = self.model.restart(self.state)
 
     def close(self) -> None:

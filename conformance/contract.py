@@ -42,6 +42,7 @@ class Feature(enum.StrEnum):
     QUERY = "query"
     RESTART = "restart"
     HEARTBEAT = "heartbeat"
+    CLOCK_SKEW = "clock-skew"  # the suite can step the broker's clock (``skew_clock``); in-process only
 
 
 ALL_FEATURES = frozenset(Feature)
@@ -108,8 +109,8 @@ class Target(Protocol):
         """Run one client operation; raises TargetError when its outcome is unknown."""
         ...
 
-    def restart(self) -> None:
-        """Restart the broker (feature ``restart``)."""
+    def restart(self, config: BrokerConfig | None = None) -> None:
+        """Restart the broker (feature ``restart``), with a changed configuration when one is given."""
         ...
 
     def close(self) -> None: ...

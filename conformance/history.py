@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import (
     ConsumerSendBack,
     EndTx,
@@ -186,10 +187,10 @@ class RecordingTarget:
         self._add(process, kind, f, response_json(resp), self.target.now())
         return resp
 
-    def restart(self) -> None:
+    def restart(self, config: BrokerConfig | None = None) -> None:
         t = self.target.now()
-        self._add(0, "invoke", "restart", {}, t)
-        self.target.restart()
+        self._add(0, "invoke", "restart", {"delay_levels": list(config.delay_levels)} if config else {}, t)
+        self.target.restart(config)
         self._add(0, "ok", "restart", {}, self.target.now())
 
     def close(self) -> None:

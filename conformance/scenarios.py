@@ -69,6 +69,7 @@ OPS: dict[str, Feature] = {
     "query": Feature.QUERY,
     "batch_client": Feature.BATCH,
     "wait": Feature.SEND,
+    "skew": Feature.CLOCK_SKEW,
 }
 
 
@@ -419,7 +420,14 @@ class _Runner:
             if op == "wait":
                 continue
             if op == "restart":
-                self.t.restart()
+                changed = dict(self.s.config, **(args or {}))
+                self.t.restart(broker_config(changed, self.s.profile) if args else None)
+                continue
+            if op == "skew":
+                skew = getattr(self.t, "skew_clock", None)
+                if skew is None:
+                    return ScenarioResult(self.s, "skip", "target cannot step its clock (feature clock-skew)")
+                skew(int(args.get("ms", 0)))
                 continue
             if op == "checks":
                 self.check_checks(i, self.checks, expect)
