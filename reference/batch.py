@@ -13,7 +13,7 @@ from .constants import (
 )
 from .observations import BatchOk, Rejected
 from .properties import encode_properties
-from .put import append, parse_delay, resolve_topic, validate_topic
+from .put import append, msg_check, parse_delay
 from .records import Inner, Props, Record
 from .semantics import Semantics
 from .state import BrokerState, with_props
@@ -84,20 +84,10 @@ def send_batch(
     rule: batch/broker-illegal, batch/inner-delay-ignored, batch/consecutive-offsets
     """
     cfg = state.config
-    bad = validate_topic(state, batch.topic, sem)
-    if bad is not None:
-        return state, bad
-    resolved = resolve_topic(state, batch.topic, batch.default_topic_queue_nums)
-    if isinstance(resolved, Rejected):
-        return state, resolved
-    state, tc = resolved
-    queue_id = batch.queue_id
-    if queue_id >= max(tc.write_queues, tc.read_queues):
-        return state, Rejected(
-            Code.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal", "put/queue-id-range"
-        )
-    if queue_id < 0:
-        queue_id = queue_choice % tc.write_queues
+    checked = msg_check(state, batch.topic, batch.queue_id, batch.default_topic_queue_nums, sem, queue_choice)
+    if isinstance(checked, Rejected):
+        return state, checked
+    state, queue_id = checked
     if transaction_value(batch.sys_flag) != TRANSACTION_NOT_TYPE:
         return state, Rejected(
             Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal"

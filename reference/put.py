@@ -245,28 +245,39 @@ def dispatch(state: BrokerState, sem: Semantics) -> BrokerState:
 # --- SendMessageProcessor.asyncSendMessage ---------------------------------------------------------------
 
 
+def msg_check(
+    state: BrokerState, topic: str, queue_id: int, default_queue_nums: int, sem: Semantics, queue_choice: int
+) -> tuple[BrokerState, int] | Rejected:
+    """AbstractSendMessageProcessor.msgCheck, shared by single and batch sends: the topic, then the queue.
+
+    A queueId < 0 becomes the broker's random pick modulo writeQueueNums (``queue_choice``).
+    rule: put/topic-validation, put/forbidden-topic, put/topic-auto-create, put/queue-id-range
+    """
+    bad = validate_topic(state, topic, sem)
+    if bad is not None:
+        return bad
+    resolved = resolve_topic(state, topic, default_queue_nums)
+    if isinstance(resolved, Rejected):
+        return resolved
+    state, tc = resolved
+    if queue_id >= max(tc.write_queues, tc.read_queues):
+        return Rejected(
+            Code.SYSTEM_ERROR,
+            f"request queueId[{queue_id}] is illegal, topic {topic} {tc}",
+            "put/queue-id-range",
+        )
+    return state, queue_id if queue_id >= 0 else queue_choice % tc.write_queues
+
+
 def send(
     state: BrokerState, msg: Message, now: int, sem: Semantics, queue_choice: int = 0
 ) -> tuple[BrokerState, SendOk | Rejected]:
     """Store one message sent by a producer. ``queue_choice`` is the broker's random pick for queueId < 0."""
     cfg = state.config
-    bad = validate_topic(state, msg.topic, sem)
-    if bad is not None:
-        return state, bad
-    resolved = resolve_topic(state, msg.topic, msg.default_topic_queue_nums)
-    if isinstance(resolved, Rejected):
-        return state, resolved
-    state, tc = resolved
-    queue_id = msg.queue_id
-    if queue_id >= max(tc.write_queues, tc.read_queues):
-        # rule: put/queue-id-range
-        return state, Rejected(
-            Code.SYSTEM_ERROR,
-            f"request queueId[{queue_id}] is illegal, {tc} Producer: {msg.born_host[0]}:{msg.born_host[1]}",
-            "put/queue-id-range",
-        )
-    if queue_id < 0:
-        queue_id = queue_choice % tc.write_queues  # rule: put/queue-id-range
+    checked = msg_check(state, msg.topic, msg.queue_id, msg.default_topic_queue_nums, sem, queue_choice)
+    if isinstance(checked, Rejected):
+        return state, checked
+    state, queue_id = checked
     topic = msg.topic
     props = msg.properties
     if topic.startswith(RETRY_PREFIX):
