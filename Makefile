@@ -34,7 +34,7 @@ rules: $(STAMP)
 	$(BIN)/rmqspec rules --check
 
 crosshair: $(STAMP)
-	$(BIN)/python -m rmqspec.reference.contracts_check
+	$(BIN)/python -m rmqspec.contracts_check
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest

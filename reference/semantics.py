@@ -129,7 +129,8 @@ def check_immunity_ms(value: str | None, transaction_timeout_ms: int) -> int:
     """CHECK_IMMUNITY_TIME_IN_SECONDS × 1000; -1 or unparsable means transactionTimeout (4.9.x).
 
     rule: transaction/check-immunity
-    post: __return__ >= -(2**31) * 1000
+    post: value is not None or __return__ == transaction_timeout_ms
+    post: value != "-1" or __return__ == transaction_timeout_ms
     """
     if value is None:
         return transaction_timeout_ms
