@@ -260,7 +260,8 @@ class _Runner:
         self.sent: dict[str, _Sent] = {}
         self.uniq_name: dict[str, str] = {}
         self.pulled: dict[str, list[Record]] = {}
-        self.checks: list[CheckEvent] = []
+        self.checks: list[CheckEvent] = []  # received since the last `checks` step
+        self.all_checks: list[CheckEvent] = []
         self.failures: list[StepFailure] = []
         self.counter = 0
         self.wall = target.info.clock is Clock.WALL
@@ -380,7 +381,7 @@ class _Runner:
             clo = _offset_of(str(sent.response.fields.get("msg_id", "0" * 32)))
             from_check = bool(a.get("from_check", False))
             if a.get("via_check"):
-                mine = [c for c in self.checks if c.message.uniq_key == sent.uniq]
+                mine = [c for c in self.all_checks + self.checks if c.message.uniq_key == sent.uniq]
                 if not mine:
                     raise ScenarioError(
                         f"{self.s.id} step {i + 1}: no check request received for {a['ref']!r}"
@@ -431,6 +432,7 @@ class _Runner:
                 continue
             if op == "checks":
                 self.check_checks(i, self.checks, expect)
+                self.all_checks.extend(self.checks)
                 self.checks = []
                 continue
             if op == "batch_client":
