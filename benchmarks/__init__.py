@@ -1,0 +1,1 @@
+"""rmqspec benchmarks (``make bench``): ratios against baselines measured in the same run."""
