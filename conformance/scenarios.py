@@ -438,7 +438,13 @@ class _Runner:
             if op == "batch_client":
                 self.batch_client(i, args, expect)
                 continue
-            built = self.build(op, args, i, step.get("as"))
+            try:
+                built = self.build(op, args, i, step.get("as"))
+            except ScenarioError as e:
+                # The step needs something the target did not produce (a check, a pulled copy): the
+                # scenario fails here. On the reference this surfaces authoring mistakes too.
+                self.fail(i, op, str(e))
+                return ScenarioResult(self.s, "fail", str(e), tuple(self.failures))
             assert built is not None
             deadline = self.t.now() + (self.eps if self.wall else 0)
             while True:
