@@ -8,6 +8,7 @@ hold 10^3 ... 10^6 stored messages; the ratio to the 10^3 row is the number to w
 from __future__ import annotations
 
 import gc
+import resource
 import time
 
 from rmqspec.reference.config import BrokerConfig
