@@ -28,7 +28,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p rmqspec
-	$(BIN)/mypy tests benchmarks
+	$(BIN)/mypy tests benchmarks docs/hooks
 
 rules: $(STAMP)
 	$(BIN)/rmqspec rules --check

@@ -93,6 +93,8 @@ def _print_report(rep: Report) -> None:
                 console.print(f"     step {f.step} ({f.operation}): {escape(f.message)}")
         elif r.outcome in ("skip", "unknown"):
             console.print(f"[yellow]{r.outcome.upper()}[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
+    for rule, why in rep.hazards.items():
+        console.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
     machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
     console.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
     n = len(rep.scenarios)

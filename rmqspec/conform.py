@@ -26,6 +26,12 @@ from rmqspec.reference.model import Model
 
 TargetFactory = Callable[[BrokerConfig], Target]
 
+# Behaviours the spec allows but users should know about: reported, never failed.
+HAZARDS = {
+    "transaction/not-idempotent": "a second END_TRANSACTION (or a commit after a rollback) is applied again "
+    "while the half record exists: duplicate delivery is possible (4.9.x; apache/rocketmq #1517, #4436)",
+}
+
 
 class TargetSpecError(ValueError):
     """A --target value that names no known target."""
@@ -62,6 +68,12 @@ class Report:
     def passed(self) -> bool:
         return self.machine is None and all(r.outcome in ("pass", "skip") for r in self.scenarios)
 
+    @property
+    def hazards(self) -> dict[str, str]:
+        """Hazard rules whose scenarios passed: the target shows the allowed but risky behaviour."""
+        shown = {rule for r in self.scenarios if r.outcome == "pass" for rule in r.rules if rule in HAZARDS}
+        return {rule: HAZARDS[rule] for rule in sorted(shown)}
+
     def by_rule(self) -> dict[str, dict[str, int]]:
         table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for r in self.scenarios:
@@ -76,6 +88,7 @@ class Report:
             "seconds": round(self.seconds, 3),
             "machine": {"examples": self.machine_examples, "failure": self.machine},
             "rules": self.by_rule(),
+            "hazards": self.hazards,
             "scenarios": [
                 {
                     "id": r.scenario.id,
