@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def test_check_timeline_default_and_offline() -> None:
     # The service runs at multiples of the interval on the epoch clock: T0 is 20 s past one, so the
     # first run after the 6 s timeout is 40 s after the send, then every 60 s.
     assert checks[0]["at"] == 40_000
-    assert [b["at"] - a["at"] for a, b in zip(checks, checks[1:], strict=False)] == [60_000] * 14
+    assert [b["at"] - a["at"] for a, b in itertools.pairwise(checks)] == [60_000] * 14
     assert events[-1]["what"] == "discarded (max-checks)" and events[-1]["at"] == 40_000 + 15 * 60_000
     short = BrokerConfig(
         transaction_timeout_ms=3000, transaction_check_interval_ms=5000, transaction_check_max=3
