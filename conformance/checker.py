@@ -12,7 +12,7 @@ anomaly names its rule and the event that shows it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -741,7 +741,3 @@ def _code(c: int) -> str:
         return Code(c).name
     except ValueError:
         return str(c)
-
-
-def events_of(xs: Iterable[Event]) -> list[Event]:
-    return list(xs)

@@ -12,6 +12,7 @@ from .constants import (
     NOT_ALLOWED_SEND_TOPICS,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    V3_4_9,
     Code,
 )
 from .records import Props
@@ -259,7 +260,7 @@ class Semantics:
 
     def honours_header_max(self, version: int) -> bool:
         """The header's maxReconsumeTimes counts from version V3_4_9 (121). rule: sendback/max-reconsume-times"""
-        return version >= 121
+        return version >= V3_4_9
 
     def rollback_writes_message(self) -> bool:
         """rule: transaction/rollback"""

@@ -50,6 +50,9 @@ def test_cli_conform_exit_codes(tmp_path: Path) -> None:
     unknown = runner.invoke(app, ["conform", "--target", "mutant:nope"])
     assert unknown.exit_code == 2
     assert "unknown mutant" in unknown.output
+    remote = runner.invoke(app, ["conform", "--target", "remoting://127.0.0.1:1"])
+    assert remote.exit_code == 2
+    assert "not built yet" in remote.output
 
 
 def test_scenarios_dump_is_json(tmp_path: Path) -> None:
