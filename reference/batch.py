@@ -108,9 +108,10 @@ def send_batch(
     born = now if batch.born_timestamp is None else batch.born_timestamp
     records: list[Record] = []
     for e in batch.entries:
-        stored = e.properties.update(
-            wrapper
-        )  # inner properties, then the wrapper's (rule: batch/stored-properties)
+        # Stored: the inner properties string, then the wrapper's; a reader's map lets the wrapper win.
+        stored = e.properties.update(wrapper)  # rule: batch/stored-properties
+        raw = len(encode_properties(e.properties).encode()) + len(encode_properties(wrapper).encode())
+        raw += 1 if e.properties and wrapper else 0
         inner = Inner(
             topic=batch.topic,
             queue_id=queue_id,
@@ -121,6 +122,7 @@ def send_batch(
             born_timestamp=born,
             born_host=batch.born_host,
             store_host=cfg.store_host,
+            extra_size=raw - len(encode_properties(stored).encode()),
         )
         state, record = append(state, inner, now, sem)
         records.append(record)

@@ -174,7 +174,7 @@ def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[
         stored = Props(read_back)
     record = Record(
         commit_log_offset=store.end,
-        size=stored_size(inner.body, inner.topic, stored),
+        size=stored_size(inner.body, inner.topic, stored) + inner.extra_size,
         topic=inner.topic,
         queue_id=inner.queue_id,
         queue_offset=queue_offset,

@@ -92,6 +92,9 @@ class Inner:
     store_host: Host = ("127.0.0.1", 10911)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    # Bytes the stored properties string holds beyond the encoding of its decoded map: a batch message
+    # stores its own properties then the wrapper's, so a key both carry (WAIT) is written twice.
+    extra_size: int = 0
 
     def stored_properties(self) -> Props:
         return self.properties if self.stored is None else self.stored
