@@ -92,6 +92,10 @@ def send_batch(
         return state, Rejected(
             Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal"
         )
+    if batch.topic.startswith(RETRY_PREFIX) and sem.batch_rejects_retry_topic():
+        return state, Rejected(
+            Code.MESSAGE_ILLEGAL, "batch request does not support retry group", "batch/broker-illegal"
+        )
     wrapper_delay = parse_delay(batch.properties)
     if isinstance(wrapper_delay, Rejected) or (wrapper_delay > 0 and sem.batch_rejects_wrapper_delay()):
         return state, Rejected(

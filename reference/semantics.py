@@ -301,6 +301,10 @@ class Semantics:
         """rule: batch/broker-illegal"""
         return True
 
+    def batch_rejects_retry_topic(self) -> bool:
+        """A batch to a %RETRY% topic is stored as an ordinary batch at 4.9.8. rule: batch/broker-illegal"""
+        return False
+
     def overflow_one_code(self) -> Code:
         """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
         return Code.PULL_NOT_FOUND
@@ -317,6 +321,10 @@ class V5Semantics(Semantics):
 
     def retry_send_dlq_delay(self, client_delay: str | None) -> str | None:
         return "-1"
+
+    def batch_rejects_retry_topic(self) -> bool:
+        # rule: batch/broker-illegal (5.x: a %RETRY% batch is MESSAGE_ILLEGAL)
+        return True
 
     def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
         # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))
