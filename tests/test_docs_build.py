@@ -50,7 +50,12 @@ Never early.
 def _site(tmp_path: Path, spec_put: str = SPEC_PUT) -> tuple[subprocess.CompletedProcess[str], Path]:
     root = tmp_path / "project"
     root.mkdir()
-    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    # The guides and the results page link into the real spec, which this small project replaces: links
+    # to pages it lacks are reported as info here, everything else stays as strict as the real build.
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "\nvalidation:\n" in config
+    config = config.replace("\nvalidation:\n", "\nvalidation:\n  not_found: info\n")
+    (root / "mkdocs.yml").write_text(config, encoding="utf-8")
     shutil.copytree(REPO / "docs", root / "docs", ignore=shutil.ignore_patterns("__pycache__"))
     files = {
         "spec/put.md": spec_put,
