@@ -100,3 +100,52 @@ def _fmt(ms: int) -> str:
         if ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms // 1000}s"
+
+
+# broker.conf names of the settings the model knows (BrokerConfig / MessageStoreConfig field names).
+BROKER_CONF_KEYS: dict[str, str] = {
+    "messageDelayLevel": "delay_levels",
+    "transactionTimeOut": "transaction_timeout_ms",
+    "transactionCheckMax": "transaction_check_max",
+    "transactionCheckInterval": "transaction_check_interval_ms",
+    "retryMaxTimes": "retry_max_times",
+    "retryQueueNums": "retry_queue_nums",
+    "rejectTransactionMessage": "reject_transaction_message",
+    "autoCreateSubscriptionGroup": "auto_create_subscription_group",
+    "autoCreateTopicEnable": "auto_create_topic",
+    "fileReservedTime": "file_reserved_time_h",
+    "maxMessageSize": "max_message_size",
+    "defaultTopicQueueNums": "default_topic_queue_nums",
+    "brokerClusterName": "cluster_name",
+}
+_BOOL_FIELDS = {"reject_transaction_message", "auto_create_subscription_group", "auto_create_topic"}
+
+
+def config_from_broker_conf(values: dict[str, object], profile: Profile = Profile.V4_9) -> BrokerConfig:
+    """A ``BrokerConfig`` from broker.conf-style settings; an unknown key or a bad value is a ConfigError."""
+    kwargs: dict[str, object] = {"profile": profile}
+    for key, value in values.items():
+        field = BROKER_CONF_KEYS.get(key)
+        if field is None:
+            raise ConfigError(f"unknown setting {key!r} (known: {', '.join(sorted(BROKER_CONF_KEYS))})")
+        if field == "delay_levels":
+            if not isinstance(value, str):
+                raise ConfigError(f"{key} must be a string such as '1s 5s 10s', not {value!r}")
+        elif field == "cluster_name":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{key} must be a non-empty string, not {value!r}")
+        elif field in _BOOL_FIELDS:
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                value = value.lower() == "true"
+            if not isinstance(value, bool):
+                raise ConfigError(f"{key} must be true or false, not {value!r}")
+        else:
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{key} must be a whole number >= 0, not {value!r}")
+        kwargs[field] = value
+    try:
+        return BrokerConfig(**kwargs)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise ConfigError(str(e)) from None

@@ -47,6 +47,15 @@ def conform_cmd(
     save_dir: Annotated[Path, typer.Option(help="where a shrunk failing history is saved")] = Path(
         "out/failures"
     ),
+    profile: Annotated[
+        Path | None, typer.Option(help="target profile (YAML): the broker's settings and features (remoting)")
+    ] = None,
+    workload_seconds: Annotated[
+        float, typer.Option(help="wall-clock targets: seconds of concurrent workload (0: scenarios only)")
+    ] = 30.0,
+    max_wait: Annotated[
+        int, typer.Option(help="wall-clock targets: skip scenarios that run longer than this (ms)")
+    ] = 30_000,
 ) -> None:
     """Run the conformance suite against a target; exit 0 only when it passes."""
     try:
@@ -61,6 +70,9 @@ def conform_cmd(
                 epsilon_ms=epsilon,
                 save_dir=save_dir,
                 progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
+                profile=profile,
+                workload_seconds=workload_seconds,
+                max_wait_ms=max_wait,
             )
     except (TargetSpecError, ScenarioError) as e:
         raise _fail(str(e)) from None
@@ -96,7 +108,12 @@ def _print_report(rep: Report) -> None:
     for rule, why in rep.hazards.items():
         console.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
     machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
-    console.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
+    if rep.mode == "workload":
+        console.print(f"workload ({rep.machine_examples} operations, history checked at the end): {machine}")
+    else:
+        console.print(
+            f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}"
+        )
     n = len(rep.scenarios)
     passed = sum(r.outcome == "pass" for r in rep.scenarios)
     verdict = "[green]PASS[/green]" if rep.passed else "[red]FAIL[/red]"
@@ -195,7 +212,63 @@ def scenarios_list() -> None:
         console.print(f"{s.id:60} {', '.join(sorted(f.value for f in s.features))}")
 
 
+def serve_cmd(
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed)")] = 10911,
+    host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
+    target: Annotated[str, typer.Option(help="what to serve: reference or mutant:NAME")] = "reference",
+    profile: Annotated[
+        Path | None, typer.Option(help="target profile (YAML) whose broker settings the served model uses")
+    ] = None,
+    seconds: Annotated[
+        float | None, typer.Option(help="stop after this many seconds (default: never)")
+    ] = None,
+) -> None:
+    """Serve the reference model (or a mutant) over RocketMQ's remoting protocol, on the wall clock."""
+    import asyncio
+
+    from rmqspec.adapters.inprocess import WallClockTarget
+    from rmqspec.adapters.remoting.profile import ProfileError, load_profile
+    from rmqspec.adapters.remoting.server import serve_forever
+    from rmqspec.reference.model import Model
+
+    if not 0 <= port < 65536:
+        raise _fail(f"port {port} is not from 0 to 65535")
+    try:
+        config = load_profile(profile, f"{host}:{port or 1}").config
+    except ProfileError as e:
+        raise _fail(str(e)) from None
+    if target == "reference":
+        model = Model(config)
+    elif target.startswith("mutant:") and target.removeprefix("mutant:") in MUTANTS:
+        model = MUTANTS[target.removeprefix("mutant:")].model(config)
+    else:
+        raise _fail(f"cannot serve {target!r}: use reference or mutant:NAME (`rmqspec mutants --list`)")
+    wall = WallClockTarget(model, name=f"{target}@wall")
+
+    def ready(bound: tuple[str, int]) -> None:
+        console.print(
+            f"serving {target} on {bound[0]}:{bound[1]} (levels {config.describe()}; "
+            f"transaction timeout {config.transaction_timeout_ms} ms, "
+            f"check interval {config.transaction_check_interval_ms} ms, max {config.transaction_check_max})",
+            soft_wrap=True,
+        )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        if seconds is not None:
+            asyncio.get_running_loop().call_later(seconds, stop.set)
+        await serve_forever(wall, host, port, ready=ready, stop=stop)
+
+    try:
+        asyncio.run(main())
+    except OSError as e:
+        raise _fail(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    except KeyboardInterrupt:
+        pass
+
+
 def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)
     app.command("conform")(conform_cmd)
     app.command("mutants")(mutants_cmd)
     app.add_typer(scenarios_app, name="scenarios")

@@ -17,11 +17,15 @@ from xml.etree import ElementTree as ET
 import attrs
 
 from rmqspec.adapters.inprocess import InProcessTarget
-from rmqspec.conformance.contract import Target
+from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_profile
+from rmqspec.adapters.remoting.target import RemotingTarget
+from rmqspec.conformance.contract import Target, TargetError
 from rmqspec.conformance.machine import run_machine
 from rmqspec.conformance.mutants import MUTANTS
 from rmqspec.conformance.scenarios import Scenario, ScenarioResult, catalogue, run_scenario
+from rmqspec.conformance.workload import run_workload
 from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.constants import NOT_ALLOWED_SEND_TOPICS, TRANS_CHECK_MAX_TIME_TOPIC
 from rmqspec.reference.model import Model
 
 TargetFactory = Callable[[BrokerConfig], Target]
@@ -37,7 +41,16 @@ class TargetSpecError(ValueError):
     """A --target value that names no known target."""
 
 
-def target_factory(spec: str) -> TargetFactory:
+def remoting_profile(spec: str, profile: Path | None = None) -> TargetProfile:
+    """The profile of a ``remoting://HOST:PORT`` target (the address in ``spec`` wins over the file's)."""
+    address = spec.removeprefix("remoting://").strip("/") or None
+    try:
+        return load_profile(profile, address)
+    except ProfileError as e:
+        raise TargetSpecError(str(e)) from None
+
+
+def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
     if spec == "reference":
         return lambda cfg: InProcessTarget(Model(cfg), name="reference")
     if spec.startswith("mutant:"):
@@ -49,20 +62,77 @@ def target_factory(spec: str) -> TargetFactory:
         m = MUTANTS[name]
         return lambda cfg: InProcessTarget(m.model(cfg), name=spec)
     if spec.startswith("remoting://"):
-        raise TargetSpecError(
-            f"{spec}: the remoting adapter is not built yet (only its codec is); "
-            "targets available now: reference, mutant:NAME"
-        )
+        tp = remoting_profile(spec, profile)
+        return lambda cfg: RemotingTarget(tp, name=spec)
     raise TargetSpecError(f"unknown target {spec!r} (use reference, mutant:NAME or remoting://HOST:PORT)")
+
+
+def scenario_span_ms(s: Scenario) -> int:
+    """How long a scenario runs on a wall clock: its last ``at``."""
+    return max((int(step["at"]) for step in s.steps if "at" in step), default=0)
+
+
+_ALWAYS_COMPARED = (
+    "profile",
+    "auto_create_topic",
+    "auto_create_subscription_group",
+    "max_message_size",
+    "default_topic_queue_nums",
+    "reject_transaction_message",
+    "broker_writable",
+    "retry_queue_nums",
+    "retry_max_times",
+)
+_TX_FIELDS = ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max")
+
+
+def wall_skip_reason(s: Scenario, target: BrokerConfig, max_wait_ms: int) -> str | None:
+    """Why a scenario cannot run on a wall-clock target with a fixed configuration (None: it can).
+
+    A real broker's settings cannot be changed by the suite, so a scenario runs only when the settings it
+    depends on are the broker's: always the ones that decide put and pull, the level table when it delays
+    or retries anything, the transaction timings when it sends half messages. And it must end within
+    ``max_wait_ms`` of wall time.
+    """
+    try:
+        want = s.broker_config()
+    except ValueError as e:
+        return f"bad scenario config: {e}"
+    text = json.dumps([dict(step) for step in s.steps])
+    fields = list(_ALWAYS_COMPARED)
+    if any(k in text for k in ("DELAY", "send_back", "%RETRY%", "%DLQ%")):
+        fields.append("delay_levels")
+    if "send_half" in text or "end_tx" in text or "checks" in text:
+        fields.extend(_TX_FIELDS)
+    for f in fields:
+        a, b = getattr(want, f), getattr(target, f)
+        if a != b:
+            shown = want.describe() if f == "delay_levels" else a
+            has = target.describe() if f == "delay_levels" else b
+            return f"needs {f} = {shown} (the target has {has})"
+    if any(op in text for op in ('"restart"', '"skew"')):
+        return "needs restart or clock skew (not on a wall-clock target)"
+    if '"checks"' in text or TRANS_CHECK_MAX_TIME_TOPIC in text:
+        # Which check round falls before a given step depends on the check service's phase, which
+        # the suite fixes on a logical clock only; the workload checks check timing two-sided instead.
+        return "its check times assume the check service's phase (logical clocks only)"
+    for system in sorted(NOT_ALLOWED_SEND_TOPICS):
+        if f'"pull": {{"topic": "{system}"' in text:
+            return f"reads {system}, which a shared broker fills with every client's messages"
+    span = scenario_span_ms(s)
+    if span > max_wait_ms:
+        return f"runs {span / 1000:.0f} s of wall time (limit {max_wait_ms / 1000:.0f} s: --max-wait)"
+    return None
 
 
 @attrs.frozen
 class Report:
     target: str
     scenarios: tuple[ScenarioResult, ...]
-    machine: str | None  # None: the state machine passed
+    machine: str | None  # None: the state machine (or, on a wall clock, the workload) passed
     machine_examples: int
     seconds: float
+    mode: str = "state machine"  # or "workload" (wall-clock targets: Jepsen-style, checked at the end)
 
     @property
     def passed(self) -> bool:
@@ -86,7 +156,7 @@ class Report:
             "target": self.target,
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
-            "machine": {"examples": self.machine_examples, "failure": self.machine},
+            "machine": {"mode": self.mode, "examples": self.machine_examples, "failure": self.machine},
             "rules": self.by_rule(),
             "hazards": self.hazards,
             "scenarios": [
@@ -139,7 +209,23 @@ def conform(
     progress: Callable[[int, int, str], None] | None = None,
     seed: int | None = 0,
     shrink: bool = True,
+    profile: Path | None = None,
+    workload_seconds: float = 30.0,
+    max_wait_ms: int = 30_000,
 ) -> Report:
+    """Run the suite on ``target``. On a wall-clock target (``remoting://``) the scenarios that fit its
+    configuration run, then the concurrent workload (``workload_seconds``) instead of the state machine."""
+    if target.startswith("remoting://"):
+        return _conform_wall(
+            target,
+            remoting_profile(target, profile),
+            scenarios if scenarios is not None else catalogue(),
+            epsilon_ms=epsilon_ms,
+            progress=progress,
+            seed=seed or 0,
+            workload_seconds=workload_seconds,
+            max_wait_ms=max_wait_ms,
+        )
     factory = target_factory(target)
     scenarios = scenarios if scenarios is not None else catalogue()
     start = time.perf_counter()
@@ -165,6 +251,66 @@ def conform(
     if progress:
         progress(total, total, "done")
     return Report(target, tuple(results), failure, examples, time.perf_counter() - start)
+
+
+def _conform_wall(
+    target: str,
+    tp: TargetProfile,
+    scenarios: list[Scenario],
+    *,
+    epsilon_ms: int,
+    progress: Callable[[int, int, str], None] | None,
+    seed: int,
+    workload_seconds: float,
+    max_wait_ms: int,
+) -> Report:
+    eps = epsilon_ms or tp.epsilon_ms
+    try:  # fail fast, with the address, when nothing listens there
+        RemotingTarget(tp, name=target).close()
+    except TargetError as e:
+        raise TargetSpecError(f"{target}: {e}") from None
+    features = frozenset(RemotingTarget.features_of(tp))
+    start = time.perf_counter()
+    results: list[ScenarioResult] = []
+    total = len(scenarios) + 1
+    for n, s in enumerate(scenarios):
+        if progress:
+            progress(n, total, s.id)
+        reason = wall_skip_reason(s, tp.config, max_wait_ms)
+        if reason is not None:
+            results.append(ScenarioResult(s, "skip", reason))
+            continue
+        results.append(
+            run_scenario(
+                s,
+                lambda cfg: RemotingTarget(tp, name=target),
+                features=features,
+                profile=tp.config.profile,
+                epsilon_ms=eps,
+                salt=f"conform{time.time_ns()}",
+            )
+        )
+    if progress:
+        progress(len(scenarios), total, f"workload ({workload_seconds:.0f} s)")
+    failure: str | None = None
+    operations = 0
+    if workload_seconds > 0:
+        wt = RemotingTarget(tp, name=target)
+        try:
+            result = run_workload(wt, seconds=workload_seconds, seed=seed, epsilon_ms=eps, levels=3)
+        finally:
+            wt.close()
+        operations = result.operations
+        v = result.verdict
+        if v.valid != "pass":
+            lines = [
+                f"workload verdict {v.valid} ({v.consumed}/{v.total} events consumed) {v.reason}".rstrip()
+            ]
+            lines += [f"{a.name} [{a.rule}] at event {a.event}: {a.message}" for a in v.anomalies[:20]]
+            failure = "\n".join(lines)
+    if progress:
+        progress(total, total, "done")
+    return Report(target, tuple(results), failure, operations, time.perf_counter() - start, mode="workload")
 
 
 @attrs.frozen

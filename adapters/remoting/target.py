@@ -1,0 +1,398 @@
+"""The remoting adapter: the adapter contract (docs/adapter-contract.md) for a broker reached over TCP.
+
+A ``RemotingTarget`` is a wall-clock target (the suite waits; it cannot step the broker's clock or
+restart it). It runs the asyncio ``RemotingClient`` on a loop of its own in a background thread, so the
+suite's synchronous calls (``execute``, ``advance_to``) are plain blocking calls with timeouts.
+
+Isolation. A real broker keeps everything it ever stored, and one broker serves every scenario of a run,
+so each target puts its own **namespace** in front of the names a scenario uses: topic ``T`` becomes
+``<ns>T``, group ``CG`` becomes ``<ns>CG``, ``%RETRY%CG`` becomes ``%RETRY%<ns>CG``; answers are translated
+back (topics, and the properties that name a topic or a group). System topics are never renamed, and
+neither is a name that would become illegal with the prefix (too long, or illegal already): the broker
+refuses those as they are, which is what the scenario tests. Queue offsets therefore start at 0 for every
+scenario, as on a fresh broker; commit-log offsets do not, and nothing in the suite assumes they do.
+
+Producer groups. Each producer group a scenario registers (``Heartbeat``) gets a connection of its own
+that sends the HEART_BEAT, so that the broker's CHECK_TRANSACTION_STATE requests for that group arrive on
+it; ``Heartbeat(online=False)`` closes that connection (the broker forgets a closed channel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from rmqspec.conformance.contract import CheckEvent, Clock, Feature, Response, TargetError, TargetInfo
+from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.constants import DLQ_PREFIX, RETRY_PREFIX, Code, Prop, TxAction
+from rmqspec.reference.model import (
+    ConsumerSendBack,
+    EndTx,
+    GetMaxOffset,
+    Heartbeat,
+    Op,
+    Pull,
+    QueryUniqKey,
+    Send,
+    SendBatch,
+    ViewMessage,
+)
+from rmqspec.reference.properties import encode_properties
+from rmqspec.reference.records import Record, props
+
+from .client import RemotingClient, RemotingError
+from .codec import (
+    BatchMessage,
+    ProtocolError,
+    RemotingCommand,
+    SendMessageHeader,
+    WireRecord,
+    parse_check_transaction_request,
+    parse_send_response,
+    send_batch_request,
+)
+from .profile import TargetProfile
+
+T = TypeVar("T")
+
+# Names the broker treats specially: never namespaced.
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "BenchmarkTest",
+        "DefaultCluster",
+        "DefaultCluster_REPLY_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+    }
+)
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|_-")
+_MAX_NAME = 127  # topic length limit (facts §1.1); groups are checked by the same validator
+# Properties whose values are topic or group names (translated both ways).
+_TOPIC_PROPS = (Prop.REAL_TOPIC, Prop.RETRY_TOPIC)
+_GROUP_PROPS = (Prop.PGROUP,)
+
+
+@attrs.frozen
+class Namespace:
+    """The prefix one target puts in front of every topic and group name it uses."""
+
+    prefix: str
+
+    @staticmethod
+    def fresh() -> Namespace:
+        return Namespace(f"S{os.urandom(4).hex().upper()}_")
+
+    def _ok(self, name: str) -> bool:
+        return (
+            bool(name)
+            and name not in SYSTEM_TOPICS
+            and set(name) <= _TOPIC_CHARS
+            and len(self.prefix) + len(name) <= _MAX_NAME
+            and not name.startswith(self.prefix)
+        )
+
+    def group(self, name: str) -> str:
+        return self.prefix + name if self._ok(name) else name
+
+    def topic(self, name: str) -> str:
+        for special in (RETRY_PREFIX, DLQ_PREFIX):
+            if name.startswith(special):
+                inner = name.removeprefix(special)
+                return special + self.group(inner) if self._ok(special + self.prefix + inner) else name
+        return self.prefix + name if self._ok(name) else name
+
+    def strip_group(self, name: str) -> str:
+        return name.removeprefix(self.prefix)
+
+    def strip_topic(self, name: str) -> str:
+        for special in (RETRY_PREFIX, DLQ_PREFIX):
+            if name.startswith(special):
+                return special + name.removeprefix(special).removeprefix(self.prefix)
+        return name.removeprefix(self.prefix)
+
+    def out_props(self, p: Mapping[str, str]) -> dict[str, str]:
+        """Properties as the broker should see them."""
+        d = dict(p)
+        for k in _TOPIC_PROPS:
+            if k in d:
+                d[k] = self.topic(d[k])
+        for k in _GROUP_PROPS:
+            if k in d:
+                d[k] = self.group(d[k])
+        return d
+
+    def in_record(self, r: Record) -> Record:
+        """A record as the scenario named things."""
+        d = dict(r.properties)
+        for k in _TOPIC_PROPS:
+            if k in d:
+                d[k] = self.strip_topic(d[k])
+        for k in _GROUP_PROPS:
+            if k in d:
+                d[k] = self.strip_group(d[k])
+        return attrs.evolve(r, topic=self.strip_topic(r.topic), properties=props(d))
+
+
+class _Loop:
+    """An asyncio loop in a daemon thread; ``run`` blocks the caller until a coroutine finishes."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rmqspec-remoting", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except TimeoutError:
+            fut.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+def _wire_to_record(w: WireRecord) -> Record:
+    return w.to_reference()
+
+
+class RemotingTarget:
+    """A broker over the remoting protocol, on the wall clock, isolated by a fresh namespace."""
+
+    def __init__(
+        self,
+        profile: TargetProfile,
+        *,
+        namespace: Namespace | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.profile = profile
+        self.ns = namespace or Namespace.fresh()
+        self.timeout = profile.timeout_s
+        self._info = TargetInfo(
+            name=name or f"remoting://{profile.host}:{profile.port}",
+            clock=Clock.WALL,
+            config=profile.config,
+            features=self.features_of(profile),
+            isolated=False,
+        )
+        self._loop = _Loop()
+        self._checks: list[CheckEvent] = []
+        self._checks_lock = threading.Lock()
+        self._producers: dict[str, RemotingClient] = {}
+        self._client = self._connect(None)
+
+    @staticmethod
+    def features_of(profile: TargetProfile) -> frozenset[Feature]:
+        """What a broker over the wire offers: everything but clock skew and restart, less ``lacks``."""
+        return frozenset(Feature) - {Feature.CLOCK_SKEW, Feature.RESTART} - profile.lacks
+
+    # --- connections ---------------------------------------------------------------------------------
+
+    def _connect(self, group: str | None) -> RemotingClient:
+        client = RemotingClient(
+            timeout=self.timeout,
+            handler=None if group is None else self._check_handler(group),
+            language=self.profile.language,
+        )
+        try:
+            self._loop.run(client.connect(self.profile.host, self.profile.port), self.timeout + 1)
+        except (RemotingError, OSError, TimeoutError) as e:
+            raise TargetError(f"cannot connect to {self.profile.host}:{self.profile.port}: {e}") from e
+        return client
+
+    def _check_handler(self, group: str) -> Any:
+        def handle(cmd: RemotingCommand) -> None:
+            try:
+                req = parse_check_transaction_request(cmd)
+            except ProtocolError:
+                return None  # not a check request: the Java client ignores what it does not know
+            record = self.ns.in_record(_wire_to_record(req.record))
+            event = CheckEvent(
+                record.store_timestamp,  # the put-back copy's store time: when the check round ran
+                self.ns.strip_group(req.producer_group or group),
+                req.tran_state_table_offset,
+                req.commit_log_offset,
+                record,
+            )
+            with self._checks_lock:
+                self._checks.append(event)
+            return None
+
+        return handle
+
+    def _call(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        try:
+            return self._loop.run(coro, self.timeout + 1)
+        except (RemotingError, ProtocolError, TimeoutError, OSError) as e:
+            raise TargetError(f"{what}: {type(e).__name__}: {e}") from e
+
+    # --- the contract ----------------------------------------------------------------------------------
+
+    @property
+    def info(self) -> TargetInfo:
+        return self._info
+
+    def now(self) -> int:
+        return int(time.time() * 1000)
+
+    def advance_to(self, t: int) -> list[CheckEvent]:
+        while (left := t - self.now()) > 0:
+            time.sleep(min(left, 100) / 1000)
+        with self._checks_lock:
+            out, self._checks = self._checks, []
+        return out
+
+    def restart(self, config: BrokerConfig | None = None) -> None:
+        raise TargetError("a remoting target cannot restart its broker (feature restart)")
+
+    def close(self) -> None:
+        for client in [self._client, *self._producers.values()]:
+            with contextlib.suppress(Exception):
+                self._loop.run(client.close(), 2)
+        self._producers.clear()
+        self._loop.stop()
+
+    def execute(self, op: Op) -> Response:
+        ns = self.ns
+        c = self._client
+        match op:
+            case Send(message=m):
+                body_props = ns.out_props(m.properties)
+                r = self._call(
+                    c.send_message(
+                        ns.group(m.producer_group),
+                        ns.topic(m.topic),
+                        m.body,
+                        properties=encode_properties(props(body_props)),
+                        queue_id=m.queue_id,
+                        sys_flag=m.sys_flag,
+                        flag=m.flag,
+                        born_timestamp=m.born_timestamp,
+                        reconsume_times=m.reconsume_times or 0,
+                        max_reconsume_times=m.max_reconsume_times,
+                        default_topic_queue_nums=m.default_topic_queue_nums,
+                    ),
+                    "send",
+                )
+                return self._send_response(r.code, r.remark, r.queue_id, r.queue_offset, r.msg_id)
+            case SendBatch(batch=b):
+                header = SendMessageHeader(
+                    producer_group=ns.group("PG"),
+                    topic=ns.topic(b.topic),
+                    born_timestamp=self.now() if b.born_timestamp is None else b.born_timestamp,
+                    queue_id=b.queue_id,
+                    sys_flag=b.sys_flag,
+                    properties=encode_properties(props(ns.out_props(b.properties))),
+                    default_topic_queue_nums=b.default_topic_queue_nums,
+                )
+                entries = [
+                    BatchMessage(e.body, encode_properties(props(ns.out_props(e.properties))), e.flag)
+                    for e in b.entries
+                ]
+                cmd = send_batch_request(header, entries)
+                r = parse_send_response(self._call(c.invoke(cmd), "send batch"))
+                return self._send_response(r.code, r.remark, r.queue_id, r.queue_offset, r.msg_id)
+            case Pull(topic=topic, queue_id=q, offset=off, max_msgs=n, group=g):
+                p = self._call(c.pull(ns.group(g), ns.topic(topic), q, off, max_msg_nums=n), "pull")
+                fields: dict[str, object] = {}
+                if p.next_begin_offset is not None:
+                    fields = {
+                        "next_begin_offset": p.next_begin_offset,
+                        "min_offset": p.min_offset,
+                        "max_offset": p.max_offset,
+                    }
+                records = tuple(ns.in_record(_wire_to_record(w)) for w in p.records)
+                return Response(p.code, p.remark, fields, records)
+            case ConsumerSendBack(request=sb):
+                rep = self._call(
+                    c.consumer_send_msg_back(
+                        ns.group(sb.group),
+                        sb.offset,
+                        delay_level=sb.delay_level,
+                        origin_msg_id=sb.origin_msg_id,
+                        origin_topic=None if sb.origin_topic is None else ns.topic(sb.origin_topic),
+                        max_reconsume_times=sb.max_reconsume_times,
+                    ),
+                    "send back",
+                )
+                return Response(rep.code, rep.remark)
+            case EndTx(request=et):
+                oneway = et.action not in (TxAction.COMMIT, TxAction.ROLLBACK)
+                reply = self._call(
+                    c.end_transaction(
+                        ns.group(et.producer_group),
+                        et.tran_state_table_offset,
+                        et.commit_log_offset,
+                        int(et.action),
+                        msg_id=et.msg_id or "",
+                        transaction_id=et.transaction_id,
+                        from_transaction_check=et.from_check,
+                        oneway=oneway,
+                    ),
+                    "end transaction",
+                )
+                if reply is None:
+                    return Response(0, None, no_response=True)
+                return Response(reply.code, reply.remark)
+            case Heartbeat(group=g, online=online):
+                return self._heartbeat(g, online)
+            case GetMaxOffset(topic=topic, queue_id=q):
+                mo = self._call(c.get_max_offset(ns.topic(topic), q), "get max offset")
+                return Response(mo.code, mo.remark, {} if mo.offset is None else {"offset": mo.offset})
+            case ViewMessage(commit_log_offset=off):
+                v = self._call(c.view_message(off), "view message")
+                viewed = () if v.record is None else (ns.in_record(_wire_to_record(v.record)),)
+                return Response(v.code, v.remark, {}, viewed)
+            case QueryUniqKey(topic=topic, uniq_key=key):
+                qm = self._call(c.query_message(ns.topic(topic), key), "query message")
+                found = tuple(ns.in_record(_wire_to_record(w)) for w in qm.records)
+                return Response(qm.code, qm.remark, {}, found)
+        raise TargetError(f"operation {type(op).__name__} is not supported by the remoting adapter")
+
+    def _send_response(
+        self,
+        code: int,
+        remark: str | None,
+        queue_id: int | None,
+        queue_offset: int | None,
+        msg_id: str | None,
+    ) -> Response:
+        if code not in (
+            Code.SUCCESS,
+            Code.FLUSH_DISK_TIMEOUT,
+            Code.FLUSH_SLAVE_TIMEOUT,
+            Code.SLAVE_NOT_AVAILABLE,
+        ):
+            return Response(code, remark)
+        return Response(code, remark, {"queue_id": queue_id, "queue_offset": queue_offset, "msg_id": msg_id})
+
+    def _heartbeat(self, group: str, online: bool) -> Response:
+        if not online:
+            client = self._producers.pop(group, None)
+            if client is not None:
+                self._call(client.close(), "close producer connection")
+            return Response(0)
+        client = self._producers.get(group)
+        if client is None:
+            client = self._producers[group] = self._connect(group)
+        rep = self._call(client.heartbeat([self.ns.group(group)]), "heart beat")
+        return Response(rep.code, rep.remark)

@@ -1,0 +1,5 @@
+"""``python -m rmqspec``: the command line."""
+
+from rmqspec.cli import main
+
+main()
