@@ -711,6 +711,21 @@ class Checker:
         return Verdict("pass", (), self.consumed, self.total, hazards=tuple(self.hazards))
 
 
+def infer_check_phase(events: Sequence[Event], interval_ms: int) -> int:
+    """The check service's phase: the earliest arrival within a round, over every check in the history.
+
+    A check request arrives a little after its round starts (the time to put the copy back and send);
+    the round that shows the least delay is the best estimate of the phase. Arrivals are compared on a
+    circle of ``interval_ms``, so a round straddling a multiple of the interval is not split.
+    """
+    times = [e.time for e in events if e.f == "check"]
+    if not times:
+        return 0
+    base = times[0] % interval_ms
+    earliest = min(((t - base + interval_ms // 2) % interval_ms) - interval_ms // 2 for t in times)
+    return (base + earliest) % interval_ms
+
+
 def check_history(
     events: Sequence[Event],
     config: BrokerConfig,
@@ -722,8 +737,7 @@ def check_history(
 ) -> Verdict:
     """Check a complete history. ``check_phase_ms`` None: inferred from the first check in the history."""
     if check_phase_ms is None:
-        first = next((e.time for e in events if e.f == "check"), 0)
-        check_phase_ms = first % config.transaction_check_interval_ms
+        check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
     checker = Checker(config, epsilon_ms=epsilon_ms, check_phase_ms=check_phase_ms, shared=shared)
     for ev in sorted(events, key=lambda x: (x.time, x.index)):
         checker.feed(ev)

@@ -111,7 +111,7 @@ def _records_body(records: tuple[Record, ...]) -> bytes:
 class Server:
     """One model served to any number of connections."""
 
-    def __init__(self, target: WallClockTarget, *, tick_ms: int = 20) -> None:
+    def __init__(self, target: WallClockTarget, *, tick_ms: int = 5) -> None:
         self.target = target
         self.tick_ms = tick_ms
         self.groups: dict[str, list[asyncio.StreamWriter]] = defaultdict(list)  # producer group -> channels

@@ -227,7 +227,8 @@ class RemotingTarget:
                 return None  # not a check request: the Java client ignores what it does not know
             record = self.ns.in_record(_wire_to_record(req.record))
             event = CheckEvent(
-                record.store_timestamp,  # the put-back copy's store time: when the check round ran
+                # When it arrived: the body's store time is the original half message's (facts §5.4).
+                int(time.time() * 1000),
                 self.ns.strip_group(req.producer_group or group),
                 req.tran_state_table_offset,
                 req.commit_log_offset,
