@@ -188,7 +188,19 @@ def _file_target(root: Path, key: str, title: str, name: str, how: str) -> Targe
     machine = data.get("machine") or {}
     runs = machine.get("examples", 0)
     verdict = "passed" if machine.get("failure") is None else "**failed**"
-    extra = f"; state machine: {runs} runs, {verdict}" if runs else ""
+    if machine.get("mode") == "workload":
+        extra = f"; workload: {runs} operations, history {verdict}" if runs else ""
+    else:
+        extra = f"; state machine: {runs} runs, {verdict}" if runs else ""
+    skipped = (
+        total
+        - passed
+        - sum(
+            1 for s in data.get("scenarios", []) if s.get("outcome") != "skip" and s.get("outcome") != "pass"
+        )
+    )
+    if skipped:
+        extra += f"; {skipped} scenarios skipped (each says why in the report: mostly settings the broker does not have)"
     prov = (
         f"From `{rel}` (target `{data.get('target', '?')}`): {passed}/{total} scenarios passed{extra}. {how}"
     )
@@ -267,15 +279,17 @@ def collect(root: Path) -> Results:
         "served",
         "served reference (TCP)",
         SERVED_FILE,
-        "The reference model behind `rmqspec serve`, driven over the remoting protocol: "
-        f"`rmqspec conform --target remoting://127.0.0.1:PORT --report {RESULTS_DIR}/{SERVED_FILE}`.",
+        "The reference model behind `rmqspec serve --profile profiles/short-levels.yaml`, driven over the "
+        "remoting protocol: `rmqspec conform --target remoting://127.0.0.1:PORT --profile "
+        f"profiles/short-levels.yaml --workload-seconds 60 --report {RESULTS_DIR}/{SERVED_FILE}`.",
     )
     rocketmq = _file_target(
         root,
         "rocketmq-4.9.4",
         "Apache RocketMQ 4.9.4",
         ROCKETMQ_FILE,
-        "A real broker: `rmqspec conform --target remoting://HOST:10911 --epsilon 500 "
+        "A real broker, started with the settings of `profiles/short-levels.yaml`: `rmqspec conform "
+        "--target remoting://HOST:10911 --profile profiles/short-levels.yaml --workload-seconds 60 "
         f"--report {RESULTS_DIR}/{ROCKETMQ_FILE}` (see the guide *Test your broker*).",
     )
     return Results(
