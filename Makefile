@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 conform: $(STAMP)
 	$(BIN)/rmqspec conform --target reference
 	$(BIN)/rmqspec mutants
+	$(BIN)/rmqspec conform --target served --profile profiles/short-levels.yaml --workload-seconds 20
 	$(BIN)/rmqspec rules
 
 lint: $(STAMP)

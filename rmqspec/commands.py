@@ -38,7 +38,12 @@ def _fail(message: str) -> typer.Exit:
 
 
 def conform_cmd(
-    target: Annotated[str, typer.Option(help="reference, mutant:NAME or remoting://HOST:PORT")] = "reference",
+    target: Annotated[
+        str,
+        typer.Option(
+            help="reference, mutant:NAME, served[:mutant:NAME] (rmqspec serve in this process) or remoting://HOST:PORT"
+        ),
+    ] = "reference",
     report: Annotated[Path | None, typer.Option(help="write the full report as JSON")] = None,
     junit: Annotated[Path | None, typer.Option(help="write a JUnit XML report")] = None,
     examples: Annotated[int, typer.Option(help="state-machine runs (0: scenarios only)")] = 50,

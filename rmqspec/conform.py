@@ -16,8 +16,9 @@ from xml.etree import ElementTree as ET
 
 import attrs
 
-from rmqspec.adapters.inprocess import InProcessTarget
+from rmqspec.adapters.inprocess import InProcessTarget, WallClockTarget
 from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_profile
+from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
 from rmqspec.conformance.contract import Target, TargetError
 from rmqspec.conformance.machine import run_machine
@@ -64,7 +65,9 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
     if spec.startswith("remoting://"):
         tp = remoting_profile(spec, profile)
         return lambda cfg: RemotingTarget(tp, name=spec)
-    raise TargetSpecError(f"unknown target {spec!r} (use reference, mutant:NAME or remoting://HOST:PORT)")
+    raise TargetSpecError(
+        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME] or remoting://HOST:PORT)"
+    )
 
 
 def scenario_span_ms(s: Scenario) -> int:
@@ -215,6 +218,17 @@ def conform(
 ) -> Report:
     """Run the suite on ``target``. On a wall-clock target (``remoting://``) the scenarios that fit its
     configuration run, then the concurrent workload (``workload_seconds``) instead of the state machine."""
+    if target == "served" or target.startswith("served:"):
+        return _conform_served(
+            target,
+            profile,
+            scenarios if scenarios is not None else catalogue(),
+            epsilon_ms=epsilon_ms,
+            progress=progress,
+            seed=seed or 0,
+            workload_seconds=workload_seconds,
+            max_wait_ms=max_wait_ms,
+        )
     if target.startswith("remoting://"):
         return _conform_wall(
             target,
@@ -251,6 +265,28 @@ def conform(
     if progress:
         progress(total, total, "done")
     return Report(target, tuple(results), failure, examples, time.perf_counter() - start)
+
+
+def _conform_served(
+    target: str,
+    profile: Path | None,
+    scenarios: list[Scenario],
+    **kw: Any,
+) -> Report:
+    """``served`` / ``served:mutant:NAME``: ``rmqspec serve`` in this process on a free loopback port,
+    judged over TCP exactly as a remote broker is."""
+    inner = target.removeprefix("served").removeprefix(":") or "reference"
+    tp = remoting_profile("remoting://127.0.0.1:1", profile)
+    if inner == "reference":
+        model = Model(tp.config)
+    elif inner.startswith("mutant:") and inner.removeprefix("mutant:") in MUTANTS:
+        model = MUTANTS[inner.removeprefix("mutant:")].model(tp.config)
+    else:
+        raise TargetSpecError(f"cannot serve {inner!r}: use served, served:reference or served:mutant:NAME")
+    with BackgroundServer(WallClockTarget(model, name=f"{inner}@wall")) as (host, port):
+        address = f"remoting://{host}:{port}"
+        rep = _conform_wall(address, attrs.evolve(tp, host=host, port=port), scenarios, **kw)
+    return attrs.evolve(rep, target=target)
 
 
 def _conform_wall(

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -397,6 +398,26 @@ class Server:
         r = self._run(QueryUniqKey(_str(e, "topic"), _str(e, "key")))
         ext = [("indexLastUpdatePhyoffset", "0"), ("indexLastUpdateTimestamp", "0")]
         return response_for(cmd, r.code, remark=r.remark, ext_fields=ext, body=_records_body(r.records))
+
+
+class BackgroundServer:
+    """A ``Server`` on a loop of its own in a daemon thread: ``with BackgroundServer(t) as (host, port)``."""
+
+    def __init__(self, target: WallClockTarget, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.target, self.host, self.port = target, host, port
+        self.loop = asyncio.new_event_loop()
+        self.server = Server(target)
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rmqspec-serve", daemon=True)
+
+    def __enter__(self) -> Host:
+        self.thread.start()
+        fut = asyncio.run_coroutine_threadsafe(self.server.start(self.host, self.port), self.loop)
+        return fut.result(10)
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
 
 
 async def serve_forever(
