@@ -8,6 +8,7 @@ one item for the state machine checked by the history checker. Installed with rm
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the rmqspec conformance suite against this target (reference, mutant:NAME, remoting://H:P)",
     )
     group.addoption("--rmq-examples", action="store", type=int, default=30, help="state-machine runs")
+    group.addoption(
+        "--rmq-profile", action="store", default=None, help="target profile (YAML) of a remoting:// target"
+    )
+    group.addoption(
+        "--rmq-workload-seconds",
+        action="store",
+        type=float,
+        default=30.0,
+        help="wall-clock targets: seconds of concurrent workload",
+    )
 
 
 def pytest_collection_modifyitems(
@@ -30,16 +41,23 @@ def pytest_collection_modifyitems(
     target = config.getoption("--rmq-target")
     if not target:
         return
-    items.extend(_items(session, target, int(config.getoption("--rmq-examples"))))
+    profile = config.getoption("--rmq-profile")
+    opts = {
+        "examples": int(config.getoption("--rmq-examples")),
+        "seconds": float(config.getoption("--rmq-workload-seconds")),
+        "profile": None if profile is None else Path(profile),
+    }
+    items.extend(_items(session, target, opts))
 
 
-def _items(session: pytest.Session, target: str, examples: int) -> Iterator[pytest.Item]:
+def _items(session: pytest.Session, target: str, opts: dict[str, Any]) -> Iterator[pytest.Item]:
     from rmqspec.conformance.scenarios import catalogue
 
     parent = RmqCollector.from_parent(session, name=f"rmqspec[{target}]")
     for s in catalogue():
-        yield ScenarioItem.from_parent(parent, name=s.id, scenario=s, target=target)
-    yield MachineItem.from_parent(parent, name="state-machine", target=target, examples=examples)
+        yield ScenarioItem.from_parent(parent, name=s.id, scenario=s, target=target, profile=opts["profile"])
+    name = "workload" if target.startswith("remoting://") else "state-machine"
+    yield MachineItem.from_parent(parent, name=name, target=target, opts=opts)
 
 
 class RmqCollector(pytest.Collector):
@@ -48,16 +66,16 @@ class RmqCollector(pytest.Collector):
 
 
 class ScenarioItem(pytest.Item):
-    def __init__(self, *, scenario: Any, target: str, **kw: Any) -> None:
+    def __init__(self, *, scenario: Any, target: str, profile: Path | None, **kw: Any) -> None:
         super().__init__(**kw)
         self.scenario = scenario
         self.target = target
+        self.profile = profile
 
     def runtest(self) -> None:
-        from rmqspec.conform import target_factory
-        from rmqspec.conformance.scenarios import run_scenario
+        from rmqspec.conform import run_one
 
-        result = run_scenario(self.scenario, target_factory(self.target), salt="pytest")
+        result = run_one(self.target, self.scenario, self.profile)
         if result.outcome == "skip":
             pytest.skip(result.reason)
         if result.outcome != "pass":
@@ -71,17 +89,17 @@ class ScenarioItem(pytest.Item):
 
 
 class MachineItem(pytest.Item):
-    def __init__(self, *, target: str, examples: int, **kw: Any) -> None:
+    def __init__(self, *, target: str, opts: dict[str, Any], **kw: Any) -> None:
         super().__init__(**kw)
         self.target = target
-        self.examples = examples
+        self.opts = opts
 
     def runtest(self) -> None:
-        from rmqspec.conform import target_factory
-        from rmqspec.conformance.machine import run_machine
-        from rmqspec.reference.config import BrokerConfig
+        from rmqspec.conform import run_checked_workload
 
-        failure = run_machine(target_factory(self.target), BrokerConfig(), max_examples=self.examples)
+        failure = run_checked_workload(
+            self.target, self.opts["profile"], examples=self.opts["examples"], seconds=self.opts["seconds"]
+        )
         if failure is not None:
             raise AssertionError(failure)
 

@@ -349,6 +349,42 @@ def _conform_wall(
     return Report(target, tuple(results), failure, operations, time.perf_counter() - start, mode="workload")
 
 
+def run_one(target: str, scenario: Scenario, profile: Path | None = None) -> ScenarioResult:
+    """One scenario on ``target`` as ``conform`` runs it (the pytest plugin's scenario items)."""
+    if target.startswith("remoting://"):
+        tp = remoting_profile(target, profile)
+        reason = wall_skip_reason(scenario, tp.config, 30_000)
+        if reason is not None:
+            return ScenarioResult(scenario, "skip", reason)
+        return run_scenario(
+            scenario,
+            lambda cfg: RemotingTarget(tp, name=target),
+            features=RemotingTarget.features_of(tp),
+            profile=tp.config.profile,
+            epsilon_ms=tp.epsilon_ms,
+            salt=f"pytest{time.time_ns()}",
+        )
+    return run_scenario(scenario, target_factory(target), salt="pytest")
+
+
+def run_checked_workload(target: str, profile: Path | None, *, examples: int, seconds: float) -> str | None:
+    """The history-checked part of the suite: the state machine in process, the workload on a wall
+    clock. None when it passed, else the failure."""
+    if target.startswith("remoting://"):
+        rep = _conform_wall(
+            target,
+            remoting_profile(target, profile),
+            [],
+            epsilon_ms=0,
+            progress=None,
+            seed=0,
+            workload_seconds=seconds,
+            max_wait_ms=0,
+        )
+        return rep.machine
+    return run_machine(target_factory(target), BrokerConfig(), max_examples=examples)
+
+
 @attrs.frozen
 class KillRow:
     mutant: str

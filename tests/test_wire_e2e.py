@@ -140,3 +140,32 @@ def test_namespace_renames_user_names_both_ways_and_leaves_system_names() -> Non
         "REAL_TOPIC": "SABCD_T",
         "PGROUP": "SABCD_PG",
     }
+
+
+@pytest.mark.slow
+def test_pytest_plugin_runs_the_suite_over_the_wire(tmp_path: Path) -> None:
+    (tmp_path / "test_nothing.py").write_text("def test_nothing() -> None:\n    pass\n", encoding="utf-8")
+    with served() as address:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--rmq-target={address}",
+                f"--rmq-profile={PROFILE}",
+                "--rmq-workload-seconds=5",
+                "-k",
+                "batch or workload or nothing",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert "passed" in summary and "failed" not in summary, summary
