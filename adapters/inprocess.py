@@ -52,9 +52,7 @@ class InProcessTarget:
         self.state, events = self.model.advance(self.state, self._now + self._skew, t + self._skew)
         self._now = t
         return [
-            CheckEvent(
-                e.message.store_timestamp, e.group, e.tran_state_table_offset, e.commit_log_offset, e.message
-            )
+            CheckEvent(e.at, e.group, e.tran_state_table_offset, e.commit_log_offset, e.message)
             for e in events
             if isinstance(e, CheckRequest) and e.sent
         ]
@@ -151,7 +149,7 @@ class WallClockTarget:
             self._last = now
             self._checks.extend(
                 CheckEvent(
-                    e.message.store_timestamp,
+                    e.at,
                     e.group,
                     e.tran_state_table_offset,
                     e.commit_log_offset,

@@ -173,7 +173,7 @@ class Checker:
                 )
             elif isinstance(ev, CheckRequest):
                 if ev.sent:
-                    self.expected_checks.append((ev.message.store_timestamp, ev))
+                    self.expected_checks.append((ev.at, ev))
             elif isinstance(ev, Discarded):
                 self.add_exp(ev.copy, "transaction/check-discard", -1, ev.copy.store_timestamp)
         self.overdue_checks(t)

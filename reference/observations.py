@@ -134,6 +134,7 @@ class CheckRequest:
     transaction_id: str | None
     message: Record
     sent: bool  # False: no producer of the group online, the check was skipped
+    at: int = 0  # when the check round put the copy back (the copy's store time)
 
 
 @attrs.frozen

@@ -216,7 +216,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
         if not sem.check_due(age, immunity):
             break
         state, copy = _put_back(state, half, msg_props, now, sem)
-        events.append(_check_request(state, copy))
+        events.append(_check_request(state, copy, half.store_timestamp))
         new_off = i = i + 1
     op_next = op_off
     while op_next in done_ops:
@@ -253,13 +253,23 @@ def _put_back(
     return append(state, inner, now, sem)
 
 
-def _check_request(state: BrokerState, copy: Record) -> CheckRequest:
-    """CHECK_TRANSACTION_STATE for a put-back copy. rule: transaction/check-no-producer"""
+def _check_request(state: BrokerState, copy: Record, half_stored: int) -> CheckRequest:
+    """CHECK_TRANSACTION_STATE for a put-back copy. rule: transaction/check-no-producer
+
+    The body is the half message as read from the half queue, updated with the copy's offsets (so its
+    store time is the half message's, not the copy's: observed on 4.9.4, facts §5.4 step 9).
+    """
     p = copy.properties
     group = p.get(Prop.PGROUP, "")
     topic = p.get(Prop.REAL_TOPIC, copy.topic)
     queue_id = _int_or(p.get(Prop.REAL_QID, str(copy.queue_id)), copy.queue_id)
-    message = attrs.evolve(copy, topic=topic, queue_id=queue_id, properties=with_props(p, WAIT="false"))
+    message = attrs.evolve(
+        copy,
+        topic=topic,
+        queue_id=queue_id,
+        properties=with_props(p, WAIT="false"),
+        store_timestamp=half_stored,
+    )
     return CheckRequest(
         group=group,
         tran_state_table_offset=copy.queue_offset,
@@ -268,6 +278,7 @@ def _check_request(state: BrokerState, copy: Record) -> CheckRequest:
         transaction_id=p.get(Prop.UNIQ_KEY),
         message=message,
         sent=state.producers.get(group, 0) > 0,
+        at=copy.store_timestamp,
     )
 
 

@@ -163,7 +163,7 @@ def check_timeline(config: BrokerConfig, horizon_ms: int, online: bool = True) -
         if isinstance(e, CheckRequest):
             out.append(
                 {
-                    "at": e.message.store_timestamp - T0,
+                    "at": e.at - T0,
                     "what": "check" if e.sent else "check skipped",
                     "times": e.message.properties.get(Prop.TRANSACTION_CHECK_TIMES),
                 }
@@ -482,7 +482,7 @@ def _half_to_checked() -> str:
     times = chk.message.properties.get(Prop.TRANSACTION_CHECK_TIMES)
     if not chk.sent or times != "1":
         raise DiagramError(f"the first check was not sent with TRANSACTION_CHECK_TIMES 1: {chk}")
-    return f"CHECK_TRANSACTION_STATE at +{_fmt(chk.message.store_timestamp - T0)}, TRANSACTION_CHECK_TIMES 1"
+    return f"CHECK_TRANSACTION_STATE at +{_fmt(chk.at - T0)}, TRANSACTION_CHECK_TIMES 1"
 
 
 def _checked_again() -> str:
@@ -490,7 +490,7 @@ def _checked_again() -> str:
     lab.send_half()
     first = lab.run_until_check(1)
     second = lab.run_until_check(2)
-    gap = second.message.store_timestamp - first.message.store_timestamp
+    gap = second.at - first.at
     if second.message.properties.get(Prop.TRANSACTION_CHECK_TIMES) != "2":
         raise DiagramError(f"the second check does not carry TRANSACTION_CHECK_TIMES 2: {second}")
     return f"next check {_fmt(gap)} later, TRANSACTION_CHECK_TIMES 2"
