@@ -216,7 +216,8 @@ class RemotingTarget:
         try:
             self._loop.run(client.connect(self.profile.host, self.profile.port), self.timeout + 1)
         except (RemotingError, OSError, TimeoutError) as e:
-            raise TargetError(f"cannot connect to {self.profile.host}:{self.profile.port}: {e}") from e
+            where = f"{self.profile.host}:{self.profile.port}"
+            raise TargetError(str(e) if where in str(e) else f"cannot connect to {where}: {e}") from e
         return client
 
     def _check_handler(self, group: str) -> Any:
