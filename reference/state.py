@@ -46,7 +46,10 @@ class GroupConfig:
 class Store:
     """Commit log, consume queues and the per-queue offset counters (topicQueueTable)."""
 
-    records: PVector[Record] = attrs.field(factory=pvector)
+    # position -> record. A HAMT rather than a pvector: the C pvector's nodes are not objects of their
+    # own, so the garbage collector walked all of the commit log on each young collection (O(n) per
+    # operation, measured by benchmarks/model_ops.py); a HAMT's new nodes are the only young ones.
+    records: immutables.Map[int, Record] = attrs.field(factory=immutables.Map)
     index: immutables.Map[int, int] = attrs.field(factory=immutables.Map)  # commit-log offset -> position
     end: int = 0  # next physical offset
     counters: immutables.Map[QueueKey, int] = attrs.field(factory=immutables.Map)
@@ -103,7 +106,7 @@ def store_append(store: Store, record: Record) -> Store:
         new_uniq = store.uniq.set(uniq, store.uniq.get(uniq, pvector()).append(record.commit_log_offset))
     return attrs.evolve(
         store,
-        records=store.records.append(record),
+        records=store.records.set(len(store.records), record),
         index=store.index.set(record.commit_log_offset, len(store.records)),
         end=store.end + record.size,
         uniq=new_uniq,
