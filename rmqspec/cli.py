@@ -135,9 +135,10 @@ def build_app() -> typer.Typer:
 
     app.command("rules")(rules_cmd)
 
-    from rmqspec import commands  # conform, mutants, scenarios
+    from rmqspec import commands, traces_cli  # conform, mutants, scenarios, serve; traces
 
     commands.register(app)
+    traces_cli.register(app)
     return app
 
 

@@ -1,0 +1,130 @@
+"""``rmqspec traces``: generate traces and verify them, in one process or on Spark (docs/traces.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rmqspec.conformance.mutants import MUTANTS
+from rmqspec.conformance.trace_format import TraceError
+
+console = Console()
+err = Console(stderr=True, soft_wrap=True)
+traces_app = typer.Typer(help="Traces: generate histories, verify them at scale.", no_args_is_help=True)
+
+ENGINES = ("rdd", "pandas", "local", "pool")
+MODES = ("whole", "keyed")
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(2)
+
+
+@traces_app.command("generate")
+def generate_cmd(
+    out: Annotated[Path, typer.Option(help="folder to write the trace files into")],
+    histories: Annotated[int, typer.Option(help="how many histories")] = 1000,
+    events: Annotated[int, typer.Option(help="events per history (about; each ends settled and read)")] = 200,
+    seed: Annotated[int, typer.Option(help="the first history's seed; history k has seed + k")] = 0,
+    mutant: Annotated[str | None, typer.Option(help="drive this mutant instead of the reference")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl")] = "parquet",
+    files: Annotated[
+        int | None, typer.Option(help="number of files (default: enough for every core)")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="processes (default: every core)")] = None,
+) -> None:
+    """Generate histories from the model-driven workload, deterministic per seed."""
+    import time
+
+    from rmqspec.conformance.trace_gen import write_traces
+
+    if histories < 1 or events < 1:
+        raise _fail("--histories and --events must be at least 1")
+    if mutant is not None and mutant not in MUTANTS:
+        raise _fail(f"unknown mutant {mutant!r}; `rmqspec mutants --list` shows the names")
+    if fmt not in ("parquet", "jsonl"):
+        raise _fail(f"--format {fmt!r}: use parquet or jsonl")
+    if out.exists() and not out.is_dir():
+        raise _fail(f"{out} exists and is not a folder")
+    start = time.perf_counter()
+    paths, rows = write_traces(
+        out,
+        histories=histories,
+        events=events,
+        seed=seed,
+        mutant=mutant,
+        fmt=fmt,
+        files=files,
+        workers=workers,
+    )
+    took = time.perf_counter() - start
+    console.print(
+        f"wrote {histories} histories, {rows} rows in {len(paths)} {fmt} files to {out} "
+        f"in {took:.1f} s ({rows / max(took, 1e-9):,.0f} rows/s)"
+    )
+
+
+@traces_app.command("verify")
+def verify_cmd(
+    path: Annotated[Path, typer.Argument(help="a trace file or a folder of them")],
+    master: Annotated[str, typer.Option(help="Spark master URL")] = "local[*]",
+    mode: Annotated[
+        str, typer.Option(help="whole (the full checker per history) or keyed (split by key)")
+    ] = "whole",
+    engine: Annotated[str, typer.Option(help="rdd, pandas (Spark), local (one process) or pool")] = "rdd",
+    epsilon: Annotated[int, typer.Option(help="allowed lateness, ms (0 for logical-clock traces)")] = 0,
+    report: Annotated[Path | None, typer.Option(help="write totals and anomalies as JSON")] = None,
+    plots: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
+) -> None:
+    """Verify traces; exit 1 on any violation (or when rows read and rows checked differ)."""
+    from rmqspec.conformance.trace_spark import plot, verify
+
+    if engine not in ENGINES:
+        raise _fail(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if mode not in MODES:
+        raise _fail(f"--mode {mode!r}: use whole or keyed")
+    try:
+        result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon)
+    except TraceError as e:
+        raise _fail(str(e)) from None
+    table = Table(
+        title=f"rmqspec traces verify ({mode}, {engine}, {master if engine in ('rdd', 'pandas') else 'no Spark'})"
+    )
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for k, v in (
+        ("files", result.files),
+        ("histories", result.histories),
+        ("rows read", result.rows_read),
+        ("rows checked", result.rows_checked),
+        *((f"verdict {k}", v) for k, v in result.verdicts.items()),
+        ("seconds", f"{result.seconds:.1f}"),
+        ("rows/s", f"{result.rows_read / max(result.seconds, 1e-9):,.0f}"),
+    ):
+        table.add_row(k, str(v))
+    console.print(table)
+    for rule, n in result.by_rule.items():
+        console.print(f"[red]{n:6}[/red] {escape(rule)}")
+    if result.failed:
+        console.print(f"failed histories ({len(result.failed)}): {', '.join(result.failed[:10])}")
+    if report is not None:
+        report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    if plots is not None:
+        for p in plot(result, plots):
+            console.print(f"plot: {p}")
+    if result.rows_read != result.rows_checked:
+        err.print(f"[red]error:[/red] {result.rows_read} rows read but {result.rows_checked} checked")
+        raise typer.Exit(1)
+    console.print("[green]PASS[/green]" if result.passed else "[red]FAIL[/red]")
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(traces_app, name="traces")

@@ -1,0 +1,186 @@
+"""Trace verification (issue 6): the format, the generator, the keyed checker and the Spark jobs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from rmqspec.cli import app
+from rmqspec.conformance.checker import check_history
+from rmqspec.conformance.trace_format import (
+    TraceError,
+    events_of,
+    read_jsonl,
+    read_rows,
+    rows_of,
+    write_jsonl,
+    write_parquet,
+)
+from rmqspec.conformance.trace_gen import TRACE_CONFIG, generate_history, write_traces
+from rmqspec.conformance.trace_keyed import check_frame
+from rmqspec.conformance.trace_spark import verify
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for every Spark test (two cores, no UI)."""
+    from rmqspec.conformance.trace_spark import spark_session
+
+    s = spark_session("local[2]", "rmqspec tests")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def reference_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ref")
+    write_traces(out, histories=24, events=150, seed=7, files=3, workers=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mutant_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mut")
+    write_traces(out, histories=12, events=150, seed=7, mutant="one-tick-late", files=2, workers=1)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_round_trip_rebuilds_the_history_exactly(tmp_path: Path, fmt: str) -> None:
+    events = generate_history(3, 120)
+    path = tmp_path / f"t.{fmt}"
+    rows = list(rows_of("h3", events))
+    n = write_parquet(path, rows) if fmt == "parquet" else write_jsonl(path, rows)
+    back = list(read_rows(path))
+    assert n == len(rows) == len(back)
+    again = events_of(back)
+    assert [(e.index, e.process, e.type, e.f, e.time) for e in again] == [
+        (e.index, e.process, e.type, e.f, e.time) for e in events
+    ]
+    assert [e.value for e in again] == [json.loads(json.dumps(e.value)) for e in events]
+    assert check_history(again, TRACE_CONFIG, epsilon_ms=0).valid == "pass"
+
+
+def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    write_jsonl(path, rows_of("h", generate_history(1, 40)))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[5] = lines[5][:-10]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=rf"{path}:6: not JSON"):
+        list(read_jsonl(path))
+    broken = json.loads(lines[7])
+    broken["time"] = "soon"
+    lines[5] = lines[4]
+    lines[7] = json.dumps(broken)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=rf"{path}:8: time must be a whole number"):
+        list(read_jsonl(path))
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"PAR1 not really")
+    with pytest.raises(TraceError, match=r"junk\.parquet: not a readable Parquet file"):
+        list(read_rows(junk))
+
+
+def test_cli_reports_a_corrupt_trace_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    write_jsonl(path, rows_of("h", generate_history(1, 40)))
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("{broken\n")
+    result = runner.invoke(app, ["traces", "verify", str(path), "--engine", "local"])
+    assert result.exit_code == 2
+    assert f"{path}:" in result.output and "not JSON" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_generation_is_deterministic_per_seed_whatever_the_workers(tmp_path: Path) -> None:
+    a, rows_a = write_traces(tmp_path / "a", histories=6, events=80, seed=11, files=3, workers=1)
+    b, rows_b = write_traces(tmp_path / "b", histories=6, events=80, seed=11, files=3, workers=2)
+    assert rows_a == rows_b
+    for pa, pb in zip(a, b, strict=True):
+        assert pd.read_parquet(pa).equals(pd.read_parquet(pb))
+    c, _ = write_traces(tmp_path / "c", histories=6, events=80, seed=12, files=3, workers=1)
+    assert not pd.read_parquet(a[0]).equals(pd.read_parquet(c[0]))
+
+
+def test_reference_traces_pass_in_one_process(reference_traces: Path) -> None:
+    for mode in ("whole", "keyed"):
+        r = verify(reference_traces, mode=mode, engine="local")
+        assert r.passed, (mode, r.by_rule)
+        assert r.histories == 24 and r.rows_read == r.rows_checked > 24 * 150
+
+
+def test_mutant_traces_fail_with_the_mutants_rule(mutant_traces: Path) -> None:
+    for mode in ("whole", "keyed"):
+        r = verify(mutant_traces, mode=mode, engine="local")
+        assert not r.passed
+        assert "schedule/due-time" in r.by_rule, (mode, r.by_rule)
+        assert r.failed
+
+
+@pytest.mark.parametrize(
+    "mutant",
+    ["retry-level-off-by-one", "rollback-visible", "negative-level-retried", "level-off-by-one", None],
+)
+def test_keyed_never_fails_a_history_the_full_checker_passes(mutant: str | None) -> None:
+    rows: list[dict[str, Any]] = []
+    full_fail: set[str] = set()
+    for seed in range(6):
+        events = generate_history(seed, 150, mutant=mutant)
+        if check_history(events, TRACE_CONFIG, epsilon_ms=0).valid != "pass":
+            full_fail.add(str(seed))
+        rows.extend(rows_of(str(seed), events))
+    keyed = check_frame(pd.DataFrame(rows), TRACE_CONFIG, 0)
+    keyed_fail = set(keyed["history_id"])
+    assert keyed_fail <= full_fail
+    if mutant is None:
+        assert not full_fail and not keyed_fail
+    else:
+        assert keyed_fail, f"the keyed checker missed {mutant}"
+
+
+def test_cli_generate_and_verify(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    r = runner.invoke(app, ["traces", "generate", "--out", str(out), "--histories", "8", "--events", "80"])
+    assert r.exit_code == 0, r.output
+    report = tmp_path / "r.json"
+    plots = tmp_path / "plots"
+    r = runner.invoke(
+        app,
+        ["traces", "verify", str(out), "--engine", "local", "--report", str(report), "--plots", str(plots)],
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["passed"] and data["histories"] == 8 and data["rows_read"] == data["rows_checked"]
+    assert (plots / "lateness-per-level.png").stat().st_size > 1000
+    assert (plots / "retry-ladder.png").stat().st_size > 1000
+    bad = runner.invoke(app, ["traces", "generate", "--out", str(out), "--mutant", "nope"])
+    assert bad.exit_code == 2 and "unknown mutant" in bad.output
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["rdd", "pandas"])
+def test_spark_whole_histories(spark: Any, engine: str, reference_traces: Path, mutant_traces: Path) -> None:
+    ok = verify(reference_traces, mode="whole", engine=engine, spark=spark)
+    assert ok.passed and ok.histories == 24 and ok.rows_read == ok.rows_checked
+    bad = verify(mutant_traces, mode="whole", engine=engine, spark=spark)
+    assert not bad.passed and "schedule/due-time" in bad.by_rule
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_keyed_agrees_with_one_process(spark: Any, reference_traces: Path, mutant_traces: Path) -> None:
+    ok = verify(reference_traces, mode="keyed", engine="rdd", spark=spark)
+    assert ok.passed and ok.rows_read == ok.rows_checked
+    bad = verify(mutant_traces, mode="keyed", engine="rdd", spark=spark)
+    local = verify(mutant_traces, mode="keyed", engine="local")
+    assert bad.by_rule == local.by_rule and set(bad.failed) == set(local.failed)
