@@ -16,9 +16,9 @@ import platform
 import sys
 import time
 
-from benchmarks import conformance, model_ops
+from benchmarks import conformance, model_ops, traces
 
-BENCHMARKS = ("model_ops", "conformance")
+BENCHMARKS = ("model_ops", "conformance", "traces")
 
 
 def _cpu_model() -> str:
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         model_ops.main(args.quick, args.sizes, args.cycles, args.repeats)
     if "conformance" in chosen:
         conformance.main(args.quick)
+    if "traces" in chosen:
+        traces.main(args.quick)
     print(f"benchmarks: {time.perf_counter() - start:.0f} s")
     return 0
 

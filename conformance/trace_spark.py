@@ -169,9 +169,18 @@ def _mapinpandas_worker(eps: int) -> Any:
 
 
 def spark_session(master: str, app: str = "rmqspec traces verify") -> Any:
+    import sys
+    import warnings
+
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", __import__("sys").executable))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # PySpark 4.x warns on every worker that pandas 3 is newer than it knows; the paths used here work.
+    quiet = "ignore:PySpark does not yet fully support pandas:FutureWarning"
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
     spark = (
         SparkSession.builder.master(master)
         .appName(app)

@@ -1,0 +1,132 @@
+"""Trace verification throughput (issue 6), every engine on the same data in one run.
+
+Rows are trace rows (events plus one row per record a pull returned). The ceiling is the bare replay
+loop: reading the same files and visiting every row in Python without judging anything. Whole mode
+runs the full history checker per history; keyed mode the vectorised checks of ``trace_keyed``.
+The last part checks one huge history, where whole mode cannot use a second core and keyed mode can.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rmqspec.conformance.trace_format import read_parquet_table, rows_of, trace_files, write_parquet
+from rmqspec.conformance.trace_gen import generate_history, write_traces
+from rmqspec.conformance.trace_spark import spark_session, verify
+
+
+def bare_loop(path: Path) -> int:
+    """Read every file and touch every row's time: what any checker must at least do."""
+    n = 0
+    total = 0
+    for f in trace_files(path):
+        table = read_parquet_table(f)
+        for t in table.column("time").to_pylist():
+            total += t
+            n += 1
+    return n
+
+
+def _timed(fn: Callable[[], int]) -> tuple[int, float]:
+    start = time.perf_counter()
+    n = fn()
+    return n, time.perf_counter() - start
+
+
+def _line(name: str, rows: int, seconds: float, ceiling: float, base: float | None) -> None:
+    rate = rows / seconds
+    extra = f"  {rate / base:5.2f}x one process" if base else ""
+    print(
+        f"   {name:34} {seconds:8.2f} s {rate:12,.0f} rows/s  {rate / ceiling:6.1%} of the bare loop{extra}"
+    )
+
+
+def main(quick: bool = False) -> None:
+    histories = 200 if quick else 2000
+    huge_events = 20_000 if quick else 100_000
+    cores = os.cpu_count() or 1
+    print(
+        f"== trace verification: {histories} histories of ~200 events, then one history of ~{huge_events} =="
+    )
+    with tempfile.TemporaryDirectory(prefix="rmqspec-bench-") as tmp:
+        data = Path(tmp) / "many"
+        t0 = time.perf_counter()
+        _, rows = write_traces(data, histories=histories, events=200, seed=1, files=max(4, cores * 2))
+        print(f"   generated {rows:,} rows in {time.perf_counter() - t0:.1f} s; {cores} CPUs")
+        n, s = _timed(lambda: bare_loop(data))
+        ceiling = n / s
+        _line("bare replay loop (ceiling)", n, s, ceiling, None)
+        base = None
+        results: dict[str, float] = {}
+        for mode in ("whole", "keyed"):
+            print(f"   -- {mode} mode --")
+            n, s = _timed(lambda m=mode: verify(data, mode=m, engine="local").rows_checked)  # type: ignore[misc]
+            base = n / s
+            results[f"{mode} one process"] = base
+            _line("one process", n, s, ceiling, base)
+            if mode == "whole":
+                n, s = _timed(lambda: verify(data, mode="whole", engine="pool", workers=2).rows_checked)
+                results["whole pool(2)"] = n / s
+                _line("multiprocessing Pool(2)", n, s, ceiling, base)
+            for master in ("local[1]", "local[2]"):
+                spark = spark_session(master, "rmqspec bench")
+                try:
+                    engines = ("rdd", "pandas") if mode == "whole" else ("rdd",)
+                    for engine in engines:
+                        verify(data, mode=mode, engine=engine, spark=spark)  # warm the workers
+                        n, s = _timed(
+                            lambda e=engine, m=mode, sp=spark: (
+                                verify(data, mode=m, engine=e, spark=sp).rows_checked
+                            )  # type: ignore[misc]
+                        )
+                        results[f"{mode} {engine} {master}"] = n / s
+                        _line(
+                            f"Spark {master} {'mapInPandas' if engine == 'pandas' else engine}",
+                            n,
+                            s,
+                            ceiling,
+                            base,
+                        )
+                finally:
+                    spark.stop()
+        for mode, engine in (("whole", "rdd"), ("keyed", "rdd")):
+            one, two = results.get(f"{mode} {engine} local[1]"), results.get(f"{mode} {engine} local[2]")
+            if one and two:
+                print(
+                    f"   {mode} mode, Spark local[2] / local[1]: {two / one:.2f}x (goal 1.7x at 20 M rows or more)"
+                )
+        per_core = results["keyed one process"]
+        print(
+            f"   keyed checker: {per_core:,.0f} rows/s in one process (goal 1 M/s per core); "
+            f"{per_core / ceiling:.0%} of the bare loop (goal 15%)"
+        )
+        print(
+            f"   projection at the keyed one-process rate: 16 cores {16 * per_core / 1e6:.1f} M rows/s, "
+            f"a 64-core cluster {64 * per_core / 1e6:.1f} M rows/s (perfect scaling; Spark's overhead not counted)"
+        )
+        print("   -- one huge history --")
+        huge = Path(tmp) / "huge"
+        huge.mkdir()
+        events = generate_history(99, huge_events)
+        write_parquet(huge / "h.parquet", rows_of("huge", events))
+        n, s = _timed(lambda: verify(huge, mode="whole", engine="local").rows_checked)
+        whole_rate = n / s
+        _line("whole, one process (sequential)", n, s, ceiling, None)
+        n, s = _timed(lambda: verify(huge, mode="keyed", engine="local").rows_checked)
+        _line("keyed, one process", n, s, ceiling, whole_rate)
+        spark = spark_session("local[2]", "rmqspec bench")
+        try:
+            verify(huge, mode="keyed", engine="rdd", spark=spark)
+            n, s = _timed(lambda: verify(huge, mode="keyed", engine="rdd", spark=spark).rows_checked)
+            _line("keyed, Spark local[2]", n, s, ceiling, whole_rate)
+        finally:
+            spark.stop()
+        print("   (ratios in this part are to the whole-history checker in one process)")
+
+
+if __name__ == "__main__":
+    main()
