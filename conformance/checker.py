@@ -120,10 +120,11 @@ class Checker:
         *,
         epsilon_ms: int = DEFAULT_EPSILON_MS,
         check_phase_ms: int = 0,
+        check_rounds: tuple[int, ...] = (),
         model: Model | None = None,
         shared: bool = False,
     ) -> None:
-        self.model = model or Model(config, check_phase_ms=check_phase_ms)
+        self.model = model or Model(config, check_phase_ms=check_phase_ms, check_rounds=check_rounds)
         self.shared = shared  # a shared broker: system-topic queue offsets are not the model's
         self.state = self.model.initial()
         self.eps = epsilon_ms
@@ -726,6 +727,18 @@ def infer_check_phase(events: Sequence[Event], interval_ms: int) -> int:
     return (base + earliest) % interval_ms
 
 
+def infer_check_rounds(events: Sequence[Event], interval_ms: int) -> tuple[int, ...]:
+    """When each check round ran, from the check requests: a round's requests arrive together, the first
+    of them right after it started. A real broker's rounds drift (each waits the interval after the last
+    one ended), so the model runs its check service at these times, and periodically in between."""
+    times = sorted(e.time for e in events if e.f == "check")
+    rounds: list[int] = []
+    for t in times:
+        if not rounds or t - rounds[-1] > interval_ms // 2:
+            rounds.append(t)
+    return tuple(rounds)
+
+
 def check_history(
     events: Sequence[Event],
     config: BrokerConfig,
@@ -736,9 +749,13 @@ def check_history(
     shared: bool = False,
 ) -> Verdict:
     """Check a complete history. ``check_phase_ms`` None: inferred from the first check in the history."""
+    rounds: tuple[int, ...] = ()
     if check_phase_ms is None:
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
-    checker = Checker(config, epsilon_ms=epsilon_ms, check_phase_ms=check_phase_ms, shared=shared)
+        rounds = infer_check_rounds(events, config.transaction_check_interval_ms)
+    checker = Checker(
+        config, epsilon_ms=epsilon_ms, check_phase_ms=check_phase_ms, shared=shared, check_rounds=rounds
+    )
     for ev in sorted(events, key=lambda x: (x.time, x.index)):
         checker.feed(ev)
     verdict = checker.finish()

@@ -8,6 +8,8 @@ same transitions for direct use.
 
 from __future__ import annotations
 
+import bisect
+
 import attrs
 
 from . import batch as _batch
@@ -122,6 +124,9 @@ class Model:
     )
     check_phase_ms: int = 0  # the check service runs at check_phase_ms + k * transactionCheckInterval
     flush_delay_offset_interval_ms: int = 10_000
+    # Check rounds known to have run (a real broker's rounds drift: each waits the interval after the
+    # last one ended). A periodic tick within half an interval of a known round is replaced by it.
+    check_rounds: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -210,7 +215,19 @@ class Model:
         """The first check-service run strictly after ``after``. rule: transaction/check-interval"""
         interval = self.config.transaction_check_interval_ms
         k = (after - self.check_phase_ms) // interval + 1
-        return self.check_phase_ms + k * interval
+        tick = self.check_phase_ms + k * interval
+        rounds = self.check_rounds
+        if not rounds:
+            return tick
+        half = interval // 2
+        while True:  # the next periodic tick that no known round stands in for
+            i = bisect.bisect_left(rounds, tick - half)
+            if i < len(rounds) and rounds[i] <= tick + half:
+                tick += interval
+                continue
+            break
+        j = bisect.bisect_right(rounds, after)
+        return min(tick, rounds[j]) if j < len(rounds) else tick
 
     def advance(self, state: BrokerState, start: int, end: int) -> tuple[BrokerState, list[Event]]:
         """Run the broker's services on a logical clock from ``start`` to ``end`` (both inclusive).

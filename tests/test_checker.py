@@ -99,3 +99,19 @@ def test_incremental_checker_matches_batch() -> None:
     for e in events:
         c.feed(e)
     assert c.finish().valid == verdict(events).valid == "pass"
+
+
+def test_known_check_rounds_replace_the_periodic_ticks_near_them() -> None:
+    from rmqspec.conformance.checker import infer_check_rounds
+    from rmqspec.conformance.history import Event
+    from rmqspec.reference.model import Model
+
+    cfg = BrokerConfig(transaction_check_interval_ms=5000)
+    periodic = Model(cfg)
+    assert [periodic.next_check_time(t) for t in (0, 4999, 5000)] == [5000, 5000, 10000]
+    drifted = Model(cfg, check_rounds=(5040, 10090))  # each round a little later than the last
+    assert drifted.next_check_time(0) == 5040
+    assert drifted.next_check_time(5040) == 10090
+    assert drifted.next_check_time(10090) == 15000  # no round known: the periodic tick
+    checks = [Event(i, -1, "ok", "check", {}, t) for i, t in enumerate((5040, 5041, 5070, 10090, 10093))]
+    assert infer_check_rounds(checks, 5000) == (5040, 10090)
