@@ -727,15 +727,36 @@ def infer_check_phase(events: Sequence[Event], interval_ms: int) -> int:
     return (base + earliest) % interval_ms
 
 
-def infer_check_rounds(events: Sequence[Event], interval_ms: int) -> tuple[int, ...]:
-    """When each check round ran, from the check requests: a round's requests arrive together, the first
-    of them right after it started. A real broker's rounds drift (each waits the interval after the last
-    one ended), so the model runs its check service at these times, and periodically in between."""
-    times = sorted(e.time for e in events if e.f == "check")
+def infer_check_rounds(
+    events: Sequence[Event], interval_ms: int, timeout_ms: int = 0, latency_ms: int = 0
+) -> tuple[int, ...]:
+    """When each check round ran, from the check requests the history shows.
+
+    A round's requests arrive together, the first one ``A`` at most ``latency_ms`` after the round began
+    (a real broker's rounds also drift: each waits the interval after the last one ended). The round
+    began no later than ``A``, no earlier than ``A - latency_ms``, and late enough that every message it
+    checked for the first time was old enough (sent at least ``timeout_ms`` before): the earliest time
+    consistent with all of that (the model checks a message older than the timeout, strictly) is the
+    round's time in the model.
+    """
+    sent: dict[str, int] = {}
+    for e in events:
+        if e.type == "invoke" and e.f == "send_half":
+            props = e.value.get("properties") or {}
+            if "CHECK_IMMUNITY_TIME_IN_SECONDS" not in props:
+                sent.setdefault(str(props.get("UNIQ_KEY", "")), e.time)
+    checks = [
+        (e.time, e) for e in sorted((e for e in events if e.f == "check"), key=lambda e: (e.time, e.index))
+    ]
     rounds: list[int] = []
-    for t in times:
-        if not rounds or t - rounds[-1] > interval_ms // 2:
-            rounds.append(t)
+    first_at = 0
+    for t, e in checks:
+        if not rounds or t - first_at > interval_ms // 2:
+            first_at = t
+            rounds.append(t - latency_ms)
+        props = (e.value.get("message") or {}).get("properties") or {}
+        if props.get("TRANSACTION_CHECK_TIMES") == "1" and str(props.get("UNIQ_KEY")) in sent:
+            rounds[-1] = min(first_at, max(rounds[-1], sent[str(props.get("UNIQ_KEY"))] + timeout_ms + 1))
     return tuple(rounds)
 
 
@@ -752,7 +773,11 @@ def check_history(
     rounds: tuple[int, ...] = ()
     if check_phase_ms is None:
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
-        rounds = infer_check_rounds(events, config.transaction_check_interval_ms)
+        # Half the epsilon for the arrival latency, so that a check expected at a round's time still has
+        # the other half to arrive: checks of one round arrive over some milliseconds.
+        rounds = infer_check_rounds(
+            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, epsilon_ms // 2
+        )
     checker = Checker(
         config, epsilon_ms=epsilon_ms, check_phase_ms=check_phase_ms, shared=shared, check_rounds=rounds
     )

@@ -115,3 +115,11 @@ def test_known_check_rounds_replace_the_periodic_ticks_near_them() -> None:
     assert drifted.next_check_time(10090) == 15000  # no round known: the periodic tick
     checks = [Event(i, -1, "ok", "check", {}, t) for i, t in enumerate((5040, 5041, 5070, 10090, 10093))]
     assert infer_check_rounds(checks, 5000) == (5040, 10090)
+    # with arrival latency up to 100 ms, a round began between A - 100 and A, and no earlier than the
+    # first check of a message sent at 1980 with a 3000 ms timeout allows
+    half = Event(0, 1, "invoke", "send_half", {"properties": {"UNIQ_KEY": "U"}}, 1980)
+    first = {"message": {"properties": {"UNIQ_KEY": "U", "TRANSACTION_CHECK_TIMES": "1"}}}
+    seen = [half, Event(1, -1, "ok", "check", first, 5040), Event(2, -1, "ok", "check", {}, 10090)]
+    assert infer_check_rounds(seen, 5000, 3000, 100) == (4981, 9990)
+    seen[1] = Event(1, -1, "ok", "check", first, 5000)
+    assert infer_check_rounds(seen, 5000, 3000, 100) == (4981, 9990)
