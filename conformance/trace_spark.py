@@ -438,7 +438,8 @@ def _keyed_spark(spark: Any, files: list[str], eps: int) -> tuple[pd.DataFrame, 
         ]
     )
     both = inv.select(*cols).unionByName(rec_full)
-    parts = max(2, spark.sparkContext.defaultParallelism * 2)
+    # enough partitions that each fits a worker's pandas comfortably (about 400,000 rows each)
+    parts = max(2, spark.sparkContext.defaultParallelism * 2, checked // 400_000)
     schema = _anomaly_schema()
     life = both.repartition(parts, "history_id", "uniq").mapInPandas(
         _lifecycle_worker(ends, eps), schema=schema
