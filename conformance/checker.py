@@ -12,6 +12,7 @@ anomaly names its rule and the event that shows it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,6 +63,19 @@ _PROP_RULES = {
     Prop.KEYS: "put/stored-properties",
     Prop.TRANSACTION_CHECK_TIMES: "transaction/check-times",
 }
+# Properties a broker sets from its own configuration or a client adds on reading: never compared. Every
+# other property of a record (user properties, WAIT, the ones above) must be what the model stores.
+_UNCOMPARED_PROPS = frozenset(
+    {
+        Prop.CLUSTER,
+        Prop.MSG_REGION,
+        Prop.TRACE_ON,
+        Prop.ORIGIN_MESSAGE_ID,  # compared on its own: the model's offset id maps to the target's
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "CONSUME_START_TIME",
+    }
+)
 
 
 @attrs.frozen
@@ -109,6 +123,11 @@ class _Exp:
     order: int = 0  # position in its schedule queue (FIFO checks)
     matched_at: int | None = None
     optional: bool = False
+    # The operation whose completion bounds when the target stored what this expectation follows from
+    # (the send, send-back or END_TRANSACTION; for a delivered copy, the one that wrote its schedule
+    # entry): the window stays open until that operation completes, and then closes its width later.
+    base: int | None = None
+    epoch: int = 0  # restarts before the expectation was made
 
 
 class Checker:
@@ -123,6 +142,7 @@ class Checker:
         check_rounds: tuple[int, ...] = (),
         model: Model | None = None,
         shared: bool = False,
+        queue_hints: dict[int, int] | None = None,
     ) -> None:
         self.model = model or Model(config, check_phase_ms=check_phase_ms, check_rounds=check_rounds)
         self.shared = shared  # a shared broker: system-topic queue offsets are not the model's
@@ -144,7 +164,22 @@ class Checker:
         self.total = 0
         self.infos = 0
         self.last_time = 0
-        self.width: dict[str, int] = {}  # uniq -> invoke..ok width of its send
+        # Operations by the index of their invoke: when each completed (index and time of its ok/fail).
+        self.invoked_at: dict[int, int] = {}
+        self.done: dict[int, tuple[int, int]] = {}
+        self.op_of_record: dict[int, int] = {}  # model commit-log offset -> the operation that wrote it
+        self.op_of_uniq: dict[str, int] = {}  # UNIQ_KEY -> the last operation that wrote it
+        self.sched_offset: dict[int, int] = {}  # delayed send -> its schedule entry's offset (send result)
+        # (send, UNIQ_KEY) -> the queue id and offset its response reported for that message
+        self.sent_offset: dict[tuple[int, str], tuple[int, int]] = {}
+        self.late_pending: list[tuple[_Exp, int, int]] = []  # (expectation, store time, event) to judge
+        # Queues the broker's own services write into (deliveries, discards): the model's queue offsets
+        # of later sends there depend on how the two interleave, so they are not compared.
+        self.mixed_queues: set[tuple[str, int]] = set()
+        self.read_prefix: dict[tuple[str, int], int] = {}  # offsets [0, n) of a queue read by some pull
+        self.delivered_sources: set[int] = set()
+        self.restarts: list[tuple[int, int]] = []  # (invoke, completion) of each restart
+        self.queue_hints = queue_hints or {}  # send with queue < 0 -> the queue its result names
 
     # -- bookkeeping --
     def anomaly(self, name: str, rule: str, event: int, message: str) -> None:
@@ -164,39 +199,98 @@ class Checker:
         self.mtime = t
         for ev in events:
             if isinstance(ev, Delivered):
-                self.add_exp(
+                source = ev.source.commit_log_offset
+                exp = self.add_exp(
                     ev.copy,
                     "schedule/due-time",
                     -1,
                     ev.copy.store_timestamp,
                     ev.level,
                     ev.source.queue_offset,
+                    base=self.op_of_record.get(source, self.op_of_uniq.get(ev.copy.uniq_key or "")),
                 )
+                # A copy delivered again after a restart may or may not come (rule:
+                # schedule/restart-redelivery): the broker may have persisted its offset at shutdown.
+                exp.optional = source in self.delivered_sources
+                self.delivered_sources.add(source)
+                self.mixed_queues.add((ev.copy.topic, ev.copy.queue_id))
             elif isinstance(ev, CheckRequest):
                 if ev.sent:
                     self.expected_checks.append((ev.at, ev))
             elif isinstance(ev, Discarded):
-                self.add_exp(ev.copy, "transaction/check-discard", -1, ev.copy.store_timestamp)
+                self.add_exp(
+                    ev.copy,
+                    "transaction/check-discard",
+                    -1,
+                    ev.copy.store_timestamp,
+                    base=self.op_of_uniq.get(ev.copy.uniq_key or ""),
+                )
+                self.mixed_queues.add((ev.copy.topic, ev.copy.queue_id))
         self.overdue_checks(t)
 
     def add_exp(
-        self, rec: Record, rule: str, source: int, earliest: int, level: int | None = None, order: int = 0
-    ) -> None:
+        self,
+        rec: Record,
+        rule: str,
+        source: int,
+        earliest: int,
+        level: int | None = None,
+        order: int = 0,
+        *,
+        base: int | None = None,
+    ) -> _Exp:
         uniq = rec.uniq_key or ""
-        slack = self.width.get(uniq, 0)
         exp = _Exp(
             uniq,
             rec.topic,
             rec.queue_id,
             earliest,
-            earliest + slack + self.eps,
+            earliest + self.eps,
             rec,
             rule,
             source,
             level,
             order,
+            base=base,
+            epoch=len(self.restarts),
         )
         self.expect.setdefault((uniq, rec.topic), []).append(exp)
+        return exp
+
+    def latest(self, x: _Exp) -> int | None:
+        """When ``x``'s window closes; None while the operation it follows from has not completed.
+
+        The target stored what the operation wrote at some time between its invoke and its completion
+        (the model stores it at the invoke), so everything that follows may be that much later.
+        """
+        if x.base is None:
+            return x.latest
+        done = self.done.get(x.base)
+        if done is None:
+            return None  # still running, or its outcome is unknown
+        return x.latest + max(0, done[1] - self.invoked_at[x.base])
+
+    def settle(self, op: int) -> None:
+        """``op`` completed: judge the records matched to windows that waited for it."""
+        waiting = [w for w in self.late_pending if w[0].base == op]
+        if not waiting:
+            return
+        self.late_pending = [w for w in self.late_pending if w[0].base != op]
+        for exp, store_ts, index in waiting:
+            self.judge_late(exp, store_ts, index)
+
+    def judge_late(self, exp: _Exp, store_ts: int, index: int) -> None:
+        latest = self.latest(exp)
+        if latest is None:
+            self.late_pending.append((exp, store_ts, index))
+        elif store_ts > latest:
+            self.anomaly(
+                "late-delivery",
+                exp.rule,
+                index,
+                f"{exp.uniq} stored in {exp.topic} {store_ts - latest} ms after its window closed "
+                f"(window [{exp.earliest}, {latest}])",
+            )
 
     # -- feeding --
     def feed(self, e: Event) -> None:
@@ -211,6 +305,7 @@ class Checker:
             return
         if e.type == "invoke":
             self.advance(e.time)
+            self.invoked_at[e.index] = e.time
             apply = getattr(self, f"apply_{e.f}", None)
             complete = apply(e) if apply is not None else None
             self.pending[e.process] = (e, complete)
@@ -235,10 +330,12 @@ class Checker:
             for x in self.created_by(inv.index):
                 x.optional = True  # the operation may or may not have happened
             return
+        self.done[inv.index] = (e.index, e.time)
         if e.f == "pull":
             self.on_pull(inv, e)
         elif complete is not None:
             complete(e)
+        self.settle(inv.index)
 
     def created_by(self, source: int) -> list[_Exp]:
         return [x for xs in self.expect.values() for x in xs if x.source == source]
@@ -274,27 +371,39 @@ class Checker:
             reconsume_times=a.get("reconsume_times"),
             max_reconsume_times=a.get("max_reconsume_times"),
         )
-        self.state, obs = self.model.send(self.state, msg, inv.time, queue_choice=max(0, int(a["queue"])))
-        if isinstance(obs, SendOk) and obs.record.topic == a["topic"]:
-            self.add_exp(obs.record, "put/send-result", inv.index, inv.time)
+        # A queueId < 0 is the broker's random pick: the one its send result names (rule: put/queue-id-range).
+        choice = self.queue_hints.get(inv.index, 0)
+        record_queue = (a["topic"], int(a["queue"]) if int(a["queue"]) >= 0 else choice)
+        offset_known = record_queue not in self.mixed_queues
+        self.state, obs = self.model.send(self.state, msg, inv.time, queue_choice=choice)
+        if isinstance(obs, SendOk):
+            self.op_of_record[obs.record.commit_log_offset] = inv.index
+            self.op_of_uniq[uniq] = inv.index
+            if obs.record.topic == a["topic"]:
+                self.add_exp(obs.record, "put/send-result", inv.index, inv.time, base=inv.index)
         if p.get(Prop.TRAN_MSG) == "true":
             self.half_uniqs.add(uniq)
 
         def complete(e: Event) -> None:
-            width = max(0, e.time - inv.time)
-            self.width[uniq] = width
-            for x in self.created_by(inv.index):
-                x.latest += width
             if isinstance(obs, Rejected):
                 self.compare_code(e, int(obs.code), obs.rule, "send")
             elif self.compare_code(e, int(obs.code), "put/send-result", "send"):
-                self.send_result(obs, e, p)
+                self.send_result(obs, e, p, inv.index, offset_known)
 
         return complete
 
-    def send_result(self, obs: SendOk, e: Event, p: Props) -> None:
+    def send_result(self, obs: SendOk, e: Event, p: Props, op: int, offset_known: bool) -> None:
+        """The send response against the model's (rule: put/send-result). The queue offset is compared
+        where the model knows it: not in a queue the broker's own services also write to, and, on a
+        shared broker, not in a system topic that every producer writes to."""
         fields = e.value.get("fields", {})
-        offset_known = not (self.shared and obs.record.topic in NOT_ALLOWED_SEND_TOPICS)
+        stored = obs.record.topic
+        if stored == "SCHEDULE_TOPIC_XXXX" and fields.get("queue_offset") is not None:
+            self.sched_offset[op] = int(fields["queue_offset"])
+        elif stored not in NOT_ALLOWED_SEND_TOPICS and fields.get("queue_offset") is not None:
+            uniq = obs.record.uniq_key or ""
+            self.sent_offset[op, uniq] = (int(fields.get("queue_id", -1)), int(fields["queue_offset"]))
+        offset_known = offset_known and not (self.shared and stored in NOT_ALLOWED_SEND_TOPICS)
         if (offset_known and fields.get("queue_offset") != obs.queue_offset) or fields.get(
             "queue_id"
         ) != obs.queue_id:
@@ -324,33 +433,73 @@ class Checker:
             properties=props({k: str(v) for k, v in a.get("properties", {}).items()}),
             born_timestamp=inv.time,
         )
+        offset_known = (a["topic"], int(a["queue"])) not in self.mixed_queues
         self.state, obs = self.model.send_batch(self.state, batch, inv.time)
         if isinstance(obs, BatchOk):
             for rec in obs.records:
-                self.add_exp(rec, "batch/consecutive-offsets", inv.index, inv.time)
+                self.op_of_record[rec.commit_log_offset] = inv.index
+                self.op_of_uniq[rec.uniq_key or ""] = inv.index
+                self.add_exp(rec, "batch/consecutive-offsets", inv.index, inv.time, base=inv.index)
 
         def complete(e: Event) -> None:
             if isinstance(obs, Rejected):
                 self.compare_code(e, int(obs.code), obs.rule, "send_batch")
                 return
             if self.compare_code(e, int(obs.code), "batch/consecutive-offsets", "send_batch"):
-                ids = str(e.value.get("fields", {}).get("msg_id", "")).split(",")
+                fields = e.value.get("fields", {})
+                ids = str(fields.get("msg_id", "")).split(",")
                 for rec, mid in zip(obs.records, ids, strict=False):
                     self.bind(_offset(mid), rec.commit_log_offset)
+                if fields.get("queue_offset") is None:
+                    return
+                first = int(fields["queue_offset"])
+                if offset_known and first != obs.records[0].queue_offset:
+                    self.anomaly(
+                        "wrong-send-result",
+                        "batch/consecutive-offsets",
+                        e.index,
+                        f"batch result offset {first}, expected {obs.records[0].queue_offset}",
+                    )
+                # Each message of the batch is at the next offset (rule: batch/consecutive-offsets).
+                queue = int(fields.get("queue_id", -1))
+                for i, rec in enumerate(obs.records):
+                    self.sent_offset[inv.index, rec.uniq_key or ""] = (queue, first + i)
 
         return complete
 
     def on_pull(self, inv: Event, e: Event) -> None:
         a = inv.value
+        topic, queue, offset = a["topic"], int(a["queue"]), int(a.get("offset", 0))
         records = e.value.get("records", [])
-        for r in records:
+        for i, r in enumerate(records):
+            where = (r["topic"], int(r["queue_id"]), int(r["queue_offset"]))
+            if where != (topic, queue, offset + i):
+                self.anomaly(
+                    "wrong-pull-result",
+                    "pull/found",
+                    e.index,
+                    f"record {i} of a pull of {topic}:{queue} from {offset} is {where[0]}:{where[1]} "
+                    f"offset {where[2]}, expected offset {offset + i}",
+                )
             self.on_record(r, inv, e)
         code = int(e.value.get("code", -1))
         fields = e.value.get("fields", {})
         self.pull_codes(a, code, fields, len(records), e)
-        at_end = code != int(Code.SUCCESS) or fields.get("next_begin_offset") == fields.get("max_offset")
-        if at_end:
-            self.missing_in(a["topic"], int(a["queue"]), inv.time, e.index)
+        max_offset = fields.get("max_offset")
+        if max_offset is None and code == int(Code.TOPIC_NOT_EXIST):
+            max_offset = 0
+        # Lost only if every entry the queue held then has been read by some pull: a message stored
+        # before this pull began is at an offset below the max it reports (rule: dispatch/in-order).
+        if max_offset is not None and self.read_to(topic, queue) >= int(max_offset):
+            self.missing_in(topic, queue, inv.time, e.index)
+
+    def read_to(self, topic: str, queue: int) -> int:
+        """n such that every offset below n of the queue has been read by some pull."""
+        n = self.read_prefix.get((topic, queue), 0)
+        while (topic, queue, n) in self.queue_seen:
+            n += 1
+        self.read_prefix[topic, queue] = n
+        return n
 
     def pull_codes(self, a: dict[str, Any], code: int, fields: dict[str, Any], n: int, e: Event) -> None:
         """The pull status codes, judged on the response's own offsets. rule: pull/status-codes"""
@@ -375,6 +524,16 @@ class Checker:
                 e.index,
                 f"pull at the max offset {offset} answered {_code(code)}, not PULL_NOT_FOUND",
             )
+        elif max_offset is not None and int(fields.get("min_offset", 0)) <= offset < int(max_offset):
+            # The store reads min and max offsets and the entry at the offset in one call: an offset in
+            # range holds an entry, and with the subscription "*" it is FOUND.
+            self.anomaly(
+                "wrong-pull-status",
+                "pull/status-codes",
+                e.index,
+                f"pull at offset {offset} of a queue holding [{fields.get('min_offset', 0)}, {max_offset}) "
+                f"answered {_code(code)}, not FOUND",
+            )
 
     def on_record(self, r: dict[str, Any], inv: Event, e: Event) -> None:
         p = r.get("properties", {})
@@ -393,7 +552,11 @@ class Checker:
             return  # a re-read of the same entry
         self.queue_seen[slot] = uniq
         exps = self.expect.get((uniq, topic), [])
-        exp = next((x for x in exps if x.matched_at is None), None)
+        # A required expectation first: an optional one (a possible redelivery, an operation whose
+        # outcome is unknown) only when nothing else explains the record.
+        exp = next((x for x in exps if x.matched_at is None and not x.optional), None) or next(
+            (x for x in exps if x.matched_at is None), None
+        )
         if exp is None:
             self.unexpected(r, uniq, topic, e)
             return
@@ -409,46 +572,86 @@ class Checker:
                 f"{uniq} visible in {topic} at store time {store_ts}, "
                 f"{exp.earliest - min(store_ts, seen_at)} ms before it may be",
             )
-        elif store_ts > exp.latest:
-            self.anomaly(
-                "late-delivery",
-                exp.rule,
-                e.index,
-                f"{uniq} stored in {topic} {store_ts - exp.latest} ms after its window closed "
-                f"(window [{exp.earliest}, {exp.latest}])",
-            )
+        else:
+            self.judge_late(exp, store_ts, e.index)
         if exp.level is not None:
             self.fifo(exp, e)
         self.compare_record(r, exp, e)
 
+    def precedes(self, a: _Exp, b: _Exp) -> bool:
+        """Whether ``a``'s schedule entry is ahead of ``b``'s in their level's queue.
+
+        The send results say so when both name their entry's offset; otherwise the operation that wrote
+        ``a``'s entry completed before the one that wrote ``b``'s began. Entries written by operations
+        that overlap in time, without offsets, are in either order.
+        """
+        if a.base is None or b.base is None:
+            return not self.shared and a.order < b.order
+        oa, ob = self.sched_offset.get(a.base), self.sched_offset.get(b.base)
+        if oa is not None and ob is not None:
+            return oa < ob
+        done = self.done.get(a.base)
+        return done is not None and done[0] < b.base
+
     def fifo(self, exp: _Exp, e: Event) -> None:
+        """rule: schedule/fifo-per-level, between copies delivered with no restart in between."""
+        assert exp.matched_at is not None
         for others in self.expect.values():
             for o in others:
-                if o is exp or o.level != exp.level or o.matched_at is None or exp.matched_at is None:
+                if o is exp or o.level != exp.level or o.matched_at is None or o.epoch != exp.epoch:
                     continue
-                if o.order > exp.order and o.matched_at < exp.matched_at:
+                lo, hi = sorted((o.matched_at, exp.matched_at))
+                if any(lo <= r <= hi for r, _ in self.restarts):
+                    continue
+                first, then = (o, exp) if o.matched_at < exp.matched_at else (exp, o)
+                if first.matched_at != then.matched_at and self.precedes(then, first):
                     self.anomaly(
                         "fifo-violation",
                         "schedule/fifo-per-level",
                         e.index,
-                        f"{o.uniq} (schedule position {o.order}) delivered before {exp.uniq} "
-                        f"(position {exp.order}) of level {exp.level}",
+                        f"{first.uniq} delivered at {first.matched_at} before {then.uniq} at "
+                        f"{then.matched_at}, whose schedule entry is ahead of it in level {exp.level}",
                     )
 
     def compare_record(self, r: dict[str, Any], exp: _Exp, e: Event) -> None:
         m = exp.model
         p = r.get("properties", {})
-        if (
-            exp.queue_id is not None
-            and int(r["queue_id"]) != exp.queue_id
-            and not m.topic.startswith(RETRY_PREFIX)
-        ):
+        queue = int(r["queue_id"])
+        if m.topic.startswith(RETRY_PREFIX):
+            # The retry queue is the broker's random pick among retryQueueNums (rule: sendback/retry-topic).
+            if not 0 <= queue < self.model.config.retry_queue_nums:
+                self.anomaly(
+                    "wrong-queue",
+                    "sendback/retry-topic",
+                    e.index,
+                    f"{exp.uniq} in retry queue {queue}; retryQueueNums is "
+                    f"{self.model.config.retry_queue_nums}",
+                )
+        elif exp.queue_id is not None and queue != exp.queue_id:
             self.anomaly(
                 "wrong-queue",
                 exp.rule,
                 e.index,
                 f"{exp.uniq} in queue {r['queue_id']}, expected {exp.queue_id}",
             )
+        reported = self.sent_offset.get((exp.source, exp.uniq))
+        if reported is not None and reported != (queue, int(r["queue_offset"])):
+            self.anomaly(
+                "wrong-queue-offset",
+                "put/queue-offset",
+                e.index,
+                f"{exp.uniq} read at {topic_q(r)}, but its send result said queue {reported[0]} "
+                f"offset {reported[1]}",
+            )
+        if r.get("body") is not None and r["body"] != m.body.decode("utf-8", errors="replace"):
+            self.anomaly(
+                "wrong-body",
+                exp.rule,
+                e.index,
+                f"{exp.uniq} in {m.topic}: the body differs from the one sent",
+            )
+        if r.get("flag") is not None and int(r["flag"]) != m.flag:
+            self.anomaly("wrong-flag", exp.rule, e.index, f"{exp.uniq} flag {r['flag']}, expected {m.flag}")
         if int(r["reconsume_times"]) != m.reconsume_times:
             self.anomaly(
                 "wrong-reconsume-times",
@@ -472,10 +675,10 @@ class Checker:
                     e.index,
                     f"{exp.uniq} preparedTransactionOffset {r['prepared_transaction_offset']}, expected {want}",
                 )
-        for key, rule in _PROP_RULES.items():
+        for key in sorted((set(m.properties) | set(p)) - _UNCOMPARED_PROPS):
             want_v, got_v = m.properties.get(key), p.get(key)
             if want_v != got_v:
-                name = "wrong-properties"
+                name, rule = "wrong-properties", _PROP_RULES.get(key, "put/stored-properties")
                 if key == Prop.DELAY and m.topic.startswith(RETRY_PREFIX):
                     name, rule = "wrong-retry-level", "sendback/delay-level"
                 self.anomaly(
@@ -528,6 +731,10 @@ class Checker:
                 e.index,
                 f"{uniq} discarded before the model discards it",
             )
+        elif matched and self.redelivery(matched, topic, int(r["store_timestamp"])):
+            self.hazards.append(
+                f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
+            )
         elif matched:
             self.anomaly("duplicate-delivery", matched[0].rule, e.index, f"{uniq} delivered again to {topic}")
         elif any(x.topic == topic for x in self.schedule_pending(uniq)):
@@ -538,6 +745,19 @@ class Checker:
             self.anomaly(
                 "unexpected-message", "put/send-result", e.index, f"{uniq} in {topic} was never sent there"
             )
+
+    def redelivery(self, matched: list[_Exp], topic: str, store_ts: int) -> bool:
+        """A scheduled copy delivered again after a restart, its first delivery at most one offset
+        persist interval before the restart (rule: schedule/restart-redelivery)."""
+        flush = self.model.flush_delay_offset_interval_ms
+        return any(
+            x.level is not None
+            and x.topic == topic
+            and x.matched_at is not None
+            and start - flush - self.eps <= x.matched_at <= start < store_ts
+            for x in matched
+            for start, _ in self.restarts
+        )
 
     def schedule_pending(self, uniq: str) -> list[_Exp]:
         """Delivery the model has not made yet: the scheduled copies of ``uniq`` still in the schedule queue."""
@@ -554,14 +774,17 @@ class Checker:
             if tp != topic:
                 continue
             for x in exps:
-                if x.matched_at is None and not x.optional and x.latest < t and x.queue_id in (None, queue):
+                if x.matched_at is not None or x.optional or x.queue_id not in (None, queue):
+                    continue
+                latest = self.latest(x)
+                if latest is not None and latest < t:
                     x.optional = True  # report once
                     name = "lost-message" if x.level is None else "late-delivery"
                     self.anomaly(
                         name,
                         x.rule,
                         index,
-                        f"{x.uniq} not visible in {topic}:{queue} at {t}, due by {x.latest}",
+                        f"{x.uniq} not visible in {topic}:{queue} at {t}, due by {latest}",
                     )
 
     def apply_send_back(self, inv: Event) -> Callable[[Event], None]:
@@ -575,12 +798,11 @@ class Checker:
             version=int(a.get("version", 401)),
         )
         self.state, obs = self.model.send_back(self.state, req, inv.time)
-        if (
-            isinstance(obs, SendBackOk)
-            and obs.record is not None
-            and not obs.record.topic.startswith("SCHEDULE")
-        ):
-            self.add_exp(obs.record, "sendback/dlq-route", inv.index, inv.time)
+        if isinstance(obs, SendBackOk) and obs.record is not None:
+            self.op_of_record[obs.record.commit_log_offset] = inv.index
+            self.op_of_uniq[obs.record.uniq_key or ""] = inv.index
+            if not obs.record.topic.startswith("SCHEDULE"):
+                self.add_exp(obs.record, "sendback/dlq-route", inv.index, inv.time, base=inv.index)
 
         def complete(e: Event) -> None:
             rule = obs.rule if isinstance(obs, Rejected) else "sendback/dlq-route"
@@ -606,7 +828,10 @@ class Checker:
                 )
             self.resolved[uniq] = "commit" if action == TxAction.COMMIT else "rollback"
             if obs.committed is not None:
-                self.add_exp(obs.committed, "transaction/committed-message", inv.index, inv.time)
+                self.op_of_record[obs.committed.commit_log_offset] = inv.index
+                self.add_exp(
+                    obs.committed, "transaction/committed-message", inv.index, inv.time, base=inv.index
+                )
 
         def complete(e: Event) -> None:
             if isinstance(obs, NoResponse):
@@ -622,13 +847,22 @@ class Checker:
     def apply_heartbeat(self, inv: Event) -> None:
         self.state = self.model.heartbeat(self.state, inv.value["group"], bool(inv.value.get("online", True)))
 
-    def apply_restart(self, inv: Event) -> None:
+    def apply_restart(self, inv: Event) -> Callable[[Event], None]:
+        """rule: schedule/restart-redelivery. The model restarts as after a crash (delivery resumes from
+        the last persisted offset); copies it delivers again are optional, since a broker that persisted
+        its offsets at shutdown delivers nothing twice, and one whose persist fell at another time than
+        the model's may deliver again anything delivered up to one persist interval before."""
         self.state = self.model.restart(self.state)
-        for exps in self.expect.values():
-            for x in exps:
-                if x.level is not None and x.matched_at is None:
-                    x.optional = True
-        # Redelivery after a restart is allowed: further copies may appear (rule: schedule/restart-redelivery)
+        down = [x for xs in self.expect.values() for x in xs if x.level is not None and x.matched_at is None]
+
+        def complete(e: Event) -> None:
+            self.restarts.append((inv.time, e.time))
+            # Due while the broker was down: delivered once its schedule service runs again, the first
+            # run FIRST_DELAY_TIME (1000 ms) after the start.
+            for x in down:
+                x.latest = max(x.latest, e.time + 1000 + self.eps)
+
+        return complete
 
     # -- checks --
     def on_check(self, e: Event) -> None:
@@ -650,6 +884,7 @@ class Checker:
                 self.bind(int(e.value["commit_log_offset"]), req.commit_log_offset)
                 self.half_table_obs_to_model[int(e.value["table_offset"])] = req.tran_state_table_offset
                 del self.expected_checks[n]
+                self.compare_check_message(msg, req.message, e)
                 return
         if uniq in self.resolved:
             self.anomaly(
@@ -671,6 +906,32 @@ class Checker:
                 "transaction/check-timeout",
                 e.index,
                 f"check of {uniq} (TRANSACTION_CHECK_TIMES={times}) the model does not send now",
+            )
+
+    def compare_check_message(self, got: dict[str, Any], want: Record, e: Event) -> None:
+        """The message a check carries: the half message under its real topic and queue, body and
+        properties as stored (rule: wire/check-request)."""
+        p = got.get("properties", {})
+        diffs = [
+            f"{what} {g!r}, expected {w!r}"
+            for what, g, w in (
+                ("topic", got.get("topic"), want.topic),
+                ("queue", got.get("queue_id"), want.queue_id),
+                ("body", got.get("body"), want.body.decode("utf-8", errors="replace")),
+            )
+            if g is not None and g != w
+        ]
+        diffs += [
+            f"{k}={p.get(k)!r}, expected {want.properties.get(k)!r}"
+            for k in sorted((set(p) | set(want.properties)) - _UNCOMPARED_PROPS)
+            if p.get(k) != want.properties.get(k)
+        ]
+        if diffs:
+            self.anomaly(
+                "wrong-check-message",
+                "wire/check-request",
+                e.index,
+                f"check of {want.uniq_key}: {'; '.join(diffs)}",
             )
 
     def overdue_checks(self, t: int) -> None:
@@ -760,6 +1021,54 @@ def infer_check_rounds(
     return tuple(rounds)
 
 
+def _round_starts(events: Sequence[Event], interval_ms: int) -> list[Event]:
+    """The first check request of each round (a round's requests arrive together, rounds an interval
+    apart), as ``infer_check_rounds`` groups them."""
+    firsts: list[Event] = []
+    for e in sorted((e for e in events if e.f == "check"), key=lambda e: (e.time, e.index)):
+        if not firsts or e.time - firsts[-1].time > interval_ms // 2:
+            firsts.append(e)
+    return firsts
+
+
+def check_round_spacing(events: Sequence[Event], interval_ms: int, latency_ms: int) -> list[Anomaly]:
+    """Check rounds at least an interval apart (rule: transaction/check-interval).
+
+    Each round waits the interval after the previous one ended, so the first requests of two rounds
+    arrive at least ``interval_ms - latency_ms`` apart, ``latency_ms`` bounding how late a round's first
+    request may arrive after the round began.
+    """
+    firsts = _round_starts(events, interval_ms)
+    return [
+        Anomaly(
+            "early-check",
+            "transaction/check-interval",
+            b.index,
+            f"a check round {b.time - a.time} ms after the previous one; the interval is {interval_ms} ms",
+        )
+        for a, b in itertools.pairwise(firsts)
+        if b.time - a.time < interval_ms - latency_ms
+    ]
+
+
+def queue_hints(events: Sequence[Event]) -> dict[int, int]:
+    """For each send with a queue id below 0, the queue its response names: the broker's random pick
+    (rule: put/queue-id-range). The model makes the same pick, and judges its range."""
+    invoked: dict[int, Event] = {}
+    hints: dict[int, int] = {}
+    for e in events:
+        if e.f not in ("send", "send_half"):
+            continue
+        if e.type == "invoke":
+            invoked[e.process] = e
+            continue
+        inv = invoked.pop(e.process, None)
+        queue_id = (e.value.get("fields") or {}).get("queue_id")
+        if inv is not None and int(inv.value.get("queue", 0)) < 0 and queue_id is not None:
+            hints[inv.index] = int(queue_id)
+    return hints
+
+
 def check_history(
     events: Sequence[Event],
     config: BrokerConfig,
@@ -771,6 +1080,7 @@ def check_history(
 ) -> Verdict:
     """Check a complete history. ``check_phase_ms`` None: inferred from the first check in the history."""
     rounds: tuple[int, ...] = ()
+    spacing: list[Anomaly] = []
     if check_phase_ms is None:
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
         # Half the epsilon for the arrival latency, so that a check expected at a round's time still has
@@ -778,9 +1088,16 @@ def check_history(
         rounds = infer_check_rounds(
             events, config.transaction_check_interval_ms, config.transaction_timeout_ms, epsilon_ms // 2
         )
+        spacing = check_round_spacing(events, config.transaction_check_interval_ms, epsilon_ms // 2)
     checker = Checker(
-        config, epsilon_ms=epsilon_ms, check_phase_ms=check_phase_ms, shared=shared, check_rounds=rounds
+        config,
+        epsilon_ms=epsilon_ms,
+        check_phase_ms=check_phase_ms,
+        shared=shared,
+        check_rounds=rounds,
+        queue_hints=queue_hints(events),
     )
+    checker.anomalies.extend(spacing)
     for ev in sorted(events, key=lambda x: (x.time, x.index)):
         checker.feed(ev)
     verdict = checker.finish()
@@ -789,6 +1106,10 @@ def check_history(
             verdict, valid="unknown", reason=f"history has {verdict.total} events, {expected_total} expected"
         )
     return verdict
+
+
+def topic_q(r: dict[str, Any]) -> str:
+    return f"{r['topic']}:{r['queue_id']} offset {r['queue_offset']}"
 
 
 def _offset(msg_id: str) -> int:

@@ -88,9 +88,13 @@ def test_lost_message_named() -> None:
     events = t.events
     events[-1].value["records"].clear()
     events[-1].value["code"] = 19
+    events[-1].value["fields"].update(next_begin_offset=0, max_offset=0)  # the queue is empty
     v = verdict(events)
     assert v.valid == "fail"
     assert {a.name for a in v.anomalies} == {"lost-message"}
+    # An empty answer while the response's own max offset says the entry is there: a wrong status.
+    events[-1].value["fields"].update(next_begin_offset=0, max_offset=1)
+    assert {a.name for a in verdict(events).anomalies} == {"wrong-pull-status"}
 
 
 def test_incremental_checker_matches_batch() -> None:

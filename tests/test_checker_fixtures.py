@@ -1,0 +1,340 @@
+"""Histories at the edge of what RocketMQ allows: for each, the checker must accept exactly the allowed one.
+
+Each case was first a wrong verdict of the checker (a pass of a history no correct broker produces, or
+a failure of one a correct broker may produce); the pair now pins both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
+from rmqspec.conformance.checker import check_history
+from rmqspec.conformance.history import Event, RecordingTarget
+from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.model import ConsumerSendBack, EndTx, Heartbeat, Model, Pull, Send, SendBatch
+from rmqspec.reference.put import Message
+from rmqspec.reference.records import props
+from rmqspec.reference.sendback import SendBack
+
+CFG = BrokerConfig("1s 2s 3s")
+
+
+def target(model: Model | None = None) -> RecordingTarget:
+    return RecordingTarget(InProcessTarget(model or Model(CFG)))
+
+
+def names(events: list[Event], cfg: BrokerConfig = CFG, eps: int = 100, **kw: Any) -> set[str]:
+    kw.setdefault("check_phase_ms", 0)
+    v = check_history(events, cfg, epsilon_ms=eps, **kw)
+    assert v.consumed == v.total
+    return {a.name for a in v.anomalies} if v.valid == "fail" else set()
+
+
+def at(e: Event, t: int, index: int | None = None, process: int | None = None) -> Event:
+    """``e`` at ``EPOCH + t`` (and another index or process)."""
+    return Event(
+        e.index if index is None else index,
+        e.process if process is None else process,
+        e.type,
+        e.f,
+        e.value,
+        EPOCH + t,
+    )
+
+
+def store_times(events: list[Event], times: dict[str, int]) -> None:
+    for e in events:
+        for r in e.value.get("records", []):
+            uniq = r["properties"].get("UNIQ_KEY")
+            if uniq in times:
+                r["store_timestamp"] = EPOCH + times[uniq]
+
+
+# --- schedule/fifo-per-level -----------------------------------------------------------------------------
+
+
+def _two_delayed(pull_first: str) -> list[Event]:
+    t = target()
+    t.execute(Send(Message("TA", b"a", props(UNIQ_KEY="A", DELAY="1"))))
+    t.advance_to(EPOCH + 10)
+    t.execute(Send(Message("TB", b"b", props(UNIQ_KEY="B", DELAY="1"))))
+    t.advance_to(EPOCH + 1200)
+    for topic in (pull_first, "TB" if pull_first == "TA" else "TA"):
+        t.execute(Pull(topic, 0, 0))
+    return t.events
+
+
+def test_fifo_is_judged_whichever_topic_is_pulled_first() -> None:
+    for first in ("TA", "TB"):
+        good = _two_delayed(first)
+        store_times(good, {"A": 1020, "B": 1050})
+        assert names(good) == set()
+        bad = _two_delayed(first)
+        store_times(bad, {"A": 1050, "B": 1020})  # B, sent after A at the same level, delivered first
+        assert names(bad) == {"fifo-violation"}
+
+
+def test_concurrent_delayed_sends_may_take_either_place_in_the_level() -> None:
+    """Two producers' delayed sends overlap: the broker stored B first (its send result says offset 0)."""
+    t = target()
+    t.execute(Send(Message("TA", b"a", props(UNIQ_KEY="A", DELAY="1"))))
+    t.execute(Send(Message("TB", b"b", props(UNIQ_KEY="B", DELAY="1"))))
+    t.advance_to(EPOCH + 2000)
+    t.execute(Pull("TB", 0, 0))
+    t.execute(Pull("TA", 0, 0))
+    ev = t.events
+    inv_a, ok_a, inv_b, ok_b = ev[:4]
+    ok_a.value["fields"]["queue_offset"], ok_b.value["fields"]["queue_offset"] = 1, 0
+    fa, fb = ok_a.value["fields"], ok_b.value["fields"]
+    fa["msg_id"], fb["msg_id"] = fb["msg_id"], fa["msg_id"]
+    overlapped = [at(inv_a, 0, 0, 1), at(inv_b, 100, 1, 2), at(ok_b, 110, 2, 2), at(ok_a, 600, 3, 1)]
+    overlapped += [at(e, e.time - EPOCH, 4 + k) for k, e in enumerate(ev[4:])]
+    store_times(overlapped, {"A": 1630, "B": 1145})
+    assert names(overlapped, shared=True) == set()
+    # The same deliveries when A's send completed before B's began: A is ahead, B came first.
+    sequential = [at(inv_a, 0, 0, 1), at(ok_a, 50, 1, 1), at(inv_b, 100, 2, 2), at(ok_b, 110, 3, 2)]
+    sequential += [at(e, e.time - EPOCH, 4 + k) for k, e in enumerate(ev[4:])]
+    fa["queue_offset"], fb["queue_offset"] = 0, 1
+    store_times(sequential, {"A": 1120, "B": 1110})  # each in its window, B first
+    assert names(sequential, shared=True) == {"fifo-violation"}
+
+
+# --- pulled records: offsets, body, flag, properties --------------------------------------------------
+
+
+def _two_sends_pulled() -> list[Event]:
+    t = target()
+    t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", color="red"))))
+    t.execute(Send(Message("T", b"b", props(UNIQ_KEY="U2"))))
+    t.advance_to(EPOCH + 500)
+    t.execute(Pull("T", 0, 0))
+    return t.events
+
+
+def test_records_sit_at_the_offsets_their_send_results_named() -> None:
+    assert names(_two_sends_pulled()) == set()
+    swapped = _two_sends_pulled()
+    r1, r2 = swapped[-1].value["records"]
+    r1["queue_offset"], r2["queue_offset"] = 1, 0
+    swapped[-1].value["records"][:] = [r2, r1]
+    assert names(swapped) == {"wrong-queue-offset"}
+    skipped = _two_sends_pulled()
+    skipped[-1].value["records"][0]["queue_offset"] = 7
+    assert "wrong-pull-result" in names(skipped)
+
+
+def test_body_flag_and_user_properties_are_stored_as_sent() -> None:
+    for change, anomaly in (
+        ({"body": "CORRUPTED"}, "wrong-body"),
+        ({"flag": 99}, "wrong-flag"),
+        (
+            {"properties": {"UNIQ_KEY": "U1", "color": "blue", "CLUSTER": "DefaultCluster"}},
+            "wrong-properties",
+        ),
+        ({"properties": {"UNIQ_KEY": "U1", "CLUSTER": "DefaultCluster"}}, "wrong-properties"),
+    ):
+        ev = _two_sends_pulled()
+        ev[-1].value["records"][0].update(change)
+        assert names(ev) == {anomaly}, change
+    # What the broker sets from its own configuration is not the model's to predict.
+    ev = _two_sends_pulled()
+    ev[-1].value["records"][0]["properties"]["CLUSTER"] = "OtherCluster"
+    assert names(ev) == set()
+
+
+def test_retry_copies_are_in_a_retry_queue() -> None:
+    def history(queue: int) -> list[Event]:
+        t = target()
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1"))))
+        r = t.execute(Pull("T", 0, 0))
+        t.execute(ConsumerSendBack(SendBack("CG", r.records[0].commit_log_offset)))
+        t.advance_to(EPOCH + 4000)
+        t.execute(Pull("%RETRY%CG", 0, 0))
+        t.events[-2].value["queue"] = queue  # a broker that put the copy in another queue, pulled there
+        t.events[-1].value["records"][0]["queue_id"] = queue
+        return t.events
+
+    assert names(history(0)) == set()
+    assert names(history(5)) == {"wrong-queue"}  # retryQueueNums is 1
+
+
+# --- lost messages: only what a pull could have read ---------------------------------------------------
+
+
+def test_a_pull_from_a_later_offset_does_not_make_earlier_messages_lost() -> None:
+    t = target()
+    t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1"))))
+    t.execute(Send(Message("T", b"b", props(UNIQ_KEY="U2"))))
+    t.advance_to(EPOCH + 500)
+    t.execute(Pull("T", 0, 1))
+    assert names(t.events) == set()
+
+
+def test_a_pull_during_a_send_that_has_not_completed_does_not_lose_it() -> None:
+    t = target()
+    t.execute(Send(Message("T", b"a", props(UNIQ_KEY="S1"))))
+    t.execute(Pull("T", 0, 0))
+    t.events[-1].value.update(
+        code=19, records=[], fields={"next_begin_offset": 0, "min_offset": 0, "max_offset": 0}
+    )
+    t.advance_to(EPOCH + 1000)
+    t.execute(Pull("T", 0, 0))
+    store_times(t.events, {"S1": 490})
+    e = t.events
+    concurrent = [at(e[0], 0, 0, 1), at(e[2], 300, 1, 2), at(e[3], 310, 2, 2), at(e[1], 500, 3, 1)]
+    concurrent += [at(e[4], 1000, 4, 2), at(e[5], 1000, 5, 2)]
+    assert names(concurrent) == set()
+    # The same empty pull after the send completed: the message is lost.
+    after = [at(e[0], 0, 0, 1), at(e[1], 200, 1, 1), at(e[2], 400, 2, 2), at(e[3], 410, 3, 2)]
+    store_times(after, {"S1": 190})
+    assert names(after) == {"lost-message"}
+
+
+# --- windows close the width of the operation that wrote the message after its completion ---------------
+
+
+def test_send_back_commit_and_batch_windows_follow_their_own_completion() -> None:
+    def send_back(width: int, stored: int) -> list[Event]:
+        t = target()
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1"))))
+        t.advance_to(EPOCH + 100)
+        r = t.execute(Pull("T", 0, 0))
+        t.advance_to(EPOCH + 200)
+        t.execute(ConsumerSendBack(SendBack("CG", r.records[0].commit_log_offset)))
+        t.events[-1] = at(t.events[-1], 200 + width)
+        t.advance_to(EPOCH + 4000)
+        t.execute(Pull("%RETRY%CG", 0, 0))
+        store_times(t.events[-1:], {"U1": stored})
+        return t.events
+
+    assert names(send_back(500, 3720)) == set()  # stored by 700 at the latest, due 3 s later
+    assert names(send_back(500, 3820)) == {"late-delivery"}
+
+    def commit(width: int, stored: int) -> list[Event]:
+        cfg_t = target()
+        sent = cfg_t.execute(
+            Send(Message("T", b"h", props(UNIQ_KEY="H1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4))
+        )
+        from rmqspec.reference.constants import TxAction
+        from rmqspec.reference.transaction import EndTransaction
+
+        clo = int(str(sent.fields["msg_id"])[-16:], 16)
+        offset = int(sent.fields["queue_offset"])  # type: ignore[call-overload]
+        cfg_t.advance_to(EPOCH + 100)
+        cfg_t.execute(EndTx(EndTransaction("PG", offset, clo, TxAction.COMMIT, transaction_id="H1")))
+        cfg_t.events[-1] = at(cfg_t.events[-1], 100 + width)
+        cfg_t.advance_to(EPOCH + 1000)
+        cfg_t.execute(Pull("T", 0, 0))
+        store_times(cfg_t.events[-1:], {"H1": stored})
+        return cfg_t.events
+
+    assert names(commit(500, 590)) == set()
+    assert names(commit(500, 710)) == {"late-delivery"}
+
+    def batch(width: int, stored: int) -> list[Event]:
+        from rmqspec.reference.batch import Batch, BatchEntry
+
+        t = target()
+        t.execute(SendBatch(Batch("T", (BatchEntry(b"a", props(UNIQ_KEY="B1")),))))
+        t.events[-1] = at(t.events[-1], width)
+        t.advance_to(EPOCH + 1000)
+        t.execute(Pull("T", 0, 0))
+        store_times(t.events[-1:], {"B1": stored})
+        return t.events
+
+    assert names(batch(500, 490)) == set()
+    assert names(batch(500, 610)) == {"late-delivery"}
+
+
+# --- the broker's random queue pick -------------------------------------------------------------------
+
+
+def test_a_random_queue_pick_is_taken_from_the_send_result() -> None:
+    def history(picked: int) -> list[Event]:
+        t = target()
+        t.execute(Send(Message("T", b"warm", props(UNIQ_KEY="W"))))  # creates T with 4 queues
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="R1"), queue_id=-1)))
+        t.events[-1].value["fields"].update(queue_id=picked, queue_offset=0)
+        return t.events
+
+    assert names(history(2)) == set()
+    assert names(history(3)) == set()
+    assert names(history(4)) == {"wrong-send-result"}  # T has queues 0-3
+
+
+# --- restarts ---------------------------------------------------------------------------------------------
+
+
+def test_redelivery_after_a_restart_is_allowed_not_required() -> None:
+    def history(redeliver: bool, restart_at: int) -> list[Event]:
+        t = target()
+        t.advance_to(EPOCH + 4000)
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="D1", DELAY="1"))))  # due at 5000
+        t.advance_to(EPOCH + 5100)
+        t.execute(Pull("T", 0, 0))
+        t.advance_to(EPOCH + restart_at)
+        t.restart()
+        t.advance_to(EPOCH + restart_at + 1500)
+        t.execute(Pull("T", 0, 1))
+        first = t.events[3].value["records"][0]
+        if redeliver:
+            again = first | {
+                "queue_offset": 1,
+                "commit_log_offset": first["commit_log_offset"] + 500,
+                "store_timestamp": EPOCH + restart_at + 1020,
+            }
+            t.events[-1].value.update(
+                code=0, records=[again], fields={"next_begin_offset": 2, "max_offset": 2}
+            )
+        else:
+            t.events[-1].value.update(code=19, records=[], fields={"next_begin_offset": 1, "max_offset": 1})
+        return t.events
+
+    # The model persisted its offsets at 10 000 (after the delivery); a broker whose persist fell
+    # before the delivery delivers it again after a crash at 11 000, one that shut down cleanly does not.
+    assert names(history(True, 11_000)) == set()
+    assert names(history(False, 11_000)) == set()
+    assert names(history(False, 6_000)) == set()
+    # Delivered again long after a persist interval: a duplicate, whatever the restart.
+    assert names(history(True, 40_000)) == {"duplicate-delivery"}
+
+
+# --- transaction check rounds -------------------------------------------------------------------------
+
+
+def test_check_rounds_closer_than_the_interval_are_early() -> None:
+    cfg = BrokerConfig(
+        "1s 2s 3s", transaction_check_interval_ms=5000, transaction_timeout_ms=3000, transaction_check_max=3
+    )
+
+    def history(rounds: tuple[int, ...]) -> list[Event]:
+        t = target(Model(cfg, check_rounds=tuple(EPOCH + r for r in rounds)))
+        t.execute(Heartbeat("PG"))
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+        t.advance_to(EPOCH + 14_000)
+        return t.events
+
+    assert names(history((3100, 8150, 13_200)), cfg, check_phase_ms=None) == set()
+    assert names(history((3100, 5700, 8300)), cfg, check_phase_ms=None) == {"early-check"}
+
+
+def test_a_check_carries_the_half_message_under_its_real_topic() -> None:
+    cfg = BrokerConfig("1s 2s 3s", transaction_check_interval_ms=5000, transaction_timeout_ms=3000)
+
+    def history() -> list[Event]:
+        t = target(Model(cfg))
+        t.execute(Heartbeat("PG"))
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+        t.advance_to(EPOCH + 5000)
+        assert [e.f for e in t.events].count("check") == 1
+        return t.events
+
+    assert names(history(), cfg) == set()
+    for change in ({"topic": "RMQ_SYS_TRANS_HALF_TOPIC"}, {"body": "b"}):
+        ev = history()
+        next(e for e in ev if e.f == "check").value["message"].update(change)
+        assert names(ev, cfg) == {"wrong-check-message"}, change
+    ev = history()
+    next(e for e in ev if e.f == "check").value["message"]["properties"]["PGROUP"] = "other"
+    assert names(ev, cfg) == {"wrong-check-message"}
