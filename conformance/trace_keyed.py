@@ -82,9 +82,23 @@ def pair_completions(ops: pd.DataFrame) -> pd.DataFrame:
     return inv
 
 
-def read_ends(inv: pd.DataFrame) -> pd.DataFrame:
-    """Per (history, topic, queue): the last invoke time of a pull that found the queue read to its end."""
+def read_prefix(rec: pd.DataFrame) -> pd.DataFrame:
+    """Per (history, topic, queue): n such that every offset below n was read by some pull."""
+    keys = ["history_id", "topic", "queue"]
+    d = rec[[*keys, "offset"]].drop_duplicates().sort_values([*keys, "offset"])
+    d = d.assign(rank=d.groupby(keys, sort=False).cumcount())
+    return d[d["offset"] == d["rank"]].groupby(keys, sort=False).size().rename("prefix").reset_index()
+
+
+def read_ends(inv: pd.DataFrame, rec: pd.DataFrame) -> pd.DataFrame:
+    """Per (history, topic, queue): the last invoke time of a pull that found the queue read to its end.
+
+    The end (``PULL_NOT_FOUND`` at ``maxOffset``) counts only if every offset below that max was read by
+    some pull: a client that started past an offset never saw what is there (rule: dispatch/in-order).
+    """
     up = inv[(inv["f"] == "pull") & (inv["ccode"] == PULL_NOT_FOUND) & (inv["coffset"] == inv["caux"])]
+    up = up.merge(read_prefix(rec), on=["history_id", "topic", "queue"], how="left")
+    up = up[up["caux"] <= up["prefix"].fillna(0)]
     return (
         up.groupby(["history_id", "topic", "queue"], sort=False)["time"]
         .max()
@@ -255,7 +269,7 @@ def check_frame(df: pd.DataFrame, config: BrokerConfig, eps: int) -> pd.DataFram
     rec = df[df["type"] == "rec"]
     sb = resolve_send_backs(inv, rec)
     inv = pd.concat([inv[inv["f"] != "send_back"], sb], ignore_index=True)
-    ends = read_ends(inv)
+    ends = read_ends(inv, rec)
     parts = [check_lifecycle(inv, rec, ends, config, eps), check_queues(rec), check_levels(inv, rec, config)]
     frames = [f for f in parts if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else _empty()

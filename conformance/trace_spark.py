@@ -429,7 +429,15 @@ def _keyed_spark(spark: Any, files: list[str], eps: int) -> tuple[pd.DataFrame, 
     )
     inv = inv.filter(F.col("f") != "send_back").unionByName(sb)
     up = inv.filter((F.col("f") == "pull") & (F.col("ccode") == 19) & (F.col("coffset") == F.col("caux")))
-    ends = up.groupBy("history_id", "topic", "queue").agg(F.max("time").alias("read_end")).toPandas()
+    # A read to the end counts only if every offset below its max was read (trace_keyed.read_ends).
+    qkeys = ["history_id", "topic", "queue"]
+    distinct = rec.select(*qkeys, "offset").distinct()
+    ranked = distinct.withColumn(
+        "rank", F.row_number().over(Window.partitionBy(*qkeys).orderBy("offset")) - 1
+    )
+    prefix = ranked.filter(F.col("offset") == F.col("rank")).groupBy(*qkeys).agg(F.count("*").alias("prefix"))
+    up = up.join(prefix, qkeys, "left").filter(F.col("caux") <= F.coalesce(F.col("prefix"), F.lit(0)))
+    ends = up.groupBy(*qkeys).agg(F.max("time").alias("read_end")).toPandas()
     cols = [*NAMES, "ctime", "ccode", "coffset", "caux"]
     rec_full = rec.select(
         *[
