@@ -24,6 +24,7 @@ from rmqspec.reference.constants import (
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_PREFIX,
+    SCHEDULE_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
     Code,
     Prop,
@@ -398,7 +399,7 @@ class Checker:
         shared broker, not in a system topic that every producer writes to."""
         fields = e.value.get("fields", {})
         stored = obs.record.topic
-        if stored == "SCHEDULE_TOPIC_XXXX" and fields.get("queue_offset") is not None:
+        if stored == SCHEDULE_TOPIC and fields.get("queue_offset") is not None:
             self.sched_offset[op] = int(fields["queue_offset"])
         elif stored not in NOT_ALLOWED_SEND_TOPICS and fields.get("queue_offset") is not None:
             uniq = obs.record.uniq_key or ""
@@ -764,7 +765,7 @@ class Checker:
         out = []
         for rec in self.state.store.uniq.get(uniq, ()):
             r = self.state.store.lookup(rec)
-            if r is not None and r.topic == "SCHEDULE_TOPIC_XXXX":
+            if r is not None and r.topic == SCHEDULE_TOPIC:
                 real = r.properties.get(Prop.REAL_TOPIC, "")
                 out.append(_Exp(uniq, real, None, 0, 0, r, "schedule/due-time", -1))
         return out
@@ -801,7 +802,7 @@ class Checker:
         if isinstance(obs, SendBackOk) and obs.record is not None:
             self.op_of_record[obs.record.commit_log_offset] = inv.index
             self.op_of_uniq[obs.record.uniq_key or ""] = inv.index
-            if not obs.record.topic.startswith("SCHEDULE"):
+            if obs.record.topic != SCHEDULE_TOPIC:
                 self.add_exp(obs.record, "sendback/dlq-route", inv.index, inv.time, base=inv.index)
 
         def complete(e: Event) -> None:
