@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv conform test lint typecheck rules crosshair pytest docs bench mutmut clean
+.PHONY: venv browser conform test lint typecheck rules crosshair pytest docs bench mutmut clean
 
 venv: $(STAMP)
 
@@ -37,7 +37,16 @@ rules: $(STAMP)
 crosshair: $(STAMP)
 	$(BIN)/python -m rmqspec.contracts_check
 
-pytest: $(STAMP)
+# The site's browser tests need headless Chromium (Debian's package): installed here when it is missing
+# and this is a Debian machine run as root (CI is); elsewhere those tests skip, or fail under CI=true.
+browser:
+	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: headless Chromium not found and cannot be installed here (apt-get install chromium)"; fi; }
+
+pytest: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 docs: $(STAMP)
@@ -47,6 +56,10 @@ test: lint typecheck rules crosshair pytest docs
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# Mutation testing of the reference model (mutmut 3, in a scratch copy under /tmp; see docs/mutation.md).
+mutmut: $(STAMP)
+	$(BIN)/python tools/mutation.py
 
 clean:
 	rm -rf $(VENV) site build *.egg-info .mypy_cache .ruff_cache
