@@ -15,6 +15,7 @@ class Rejected:
     code: Code
     remark: str
     rule: str
+    status: str = ""  # the store's PutMessageStatus name, when the store refused (facts §1.1, §1.3)
 
 
 @attrs.frozen

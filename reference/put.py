@@ -131,7 +131,9 @@ def store_put(
     """Put one message into the store: the delay rewrite, then append. rule: put/delay-eligibility"""
     cfg = state.config
     if len(inner.topic.encode()) > TOPIC_MAX_LENGTH:
-        return Rejected(Code.MESSAGE_ILLEGAL, "message topic length too long", "put/message-illegal")
+        return Rejected(
+            Code.MESSAGE_ILLEGAL, "message topic length too long", "put/message-illegal", "MESSAGE_ILLEGAL"
+        )
     tran_type = transaction_value(inner.sys_flag)
     level = parse_delay(inner.properties)
     if isinstance(level, Rejected):
@@ -154,10 +156,17 @@ def store_put(
         )
     stored = inner.stored_properties()
     if len(encode_properties(stored).encode()) > PROPERTIES_MAX_LENGTH:
-        return Rejected(Code.MESSAGE_ILLEGAL, "message properties length too long", "put/message-illegal")
+        return Rejected(
+            Code.MESSAGE_ILLEGAL,
+            "message properties length too long",
+            "put/message-illegal",
+            "PROPERTIES_SIZE_EXCEEDED",
+        )
     if stored_size(inner.body, inner.topic, stored) > cfg.max_message_size:
         # doAppend: MESSAGE_SIZE_EXCEEDED becomes MESSAGE_ILLEGAL (facts §1.3)
-        return Rejected(Code.MESSAGE_ILLEGAL, "message size exceeded", "put/message-illegal")
+        return Rejected(
+            Code.MESSAGE_ILLEGAL, "message size exceeded", "put/message-illegal", "MESSAGE_ILLEGAL"
+        )
     return append(state, inner, now, sem)
 
 

@@ -87,6 +87,7 @@ def send_back(
     )
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):
-        return state, Rejected(Code.SYSTEM_ERROR, result.remark, result.rule)
+        # Any status but PUT_OK: SYSTEM_ERROR, the status's name as the remark (facts §4.1 step 11).
+        return state, Rejected(Code.SYSTEM_ERROR, result.status or result.code.name, result.rule)
     state, record = result
     return state, SendBackOk(record=record)
