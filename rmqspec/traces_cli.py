@@ -90,6 +90,8 @@ def verify_cmd(
         raise _fail(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
     if mode not in MODES:
         raise _fail(f"--mode {mode!r}: use whole or keyed")
+    if plots is not None and mode != "whole":
+        raise _fail("--plots needs --mode whole: the keyed mode does not collect lateness or retry ladders")
     try:
         result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon)
     except TraceError as e:

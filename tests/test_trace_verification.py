@@ -164,6 +164,8 @@ def test_cli_generate_and_verify(tmp_path: Path) -> None:
     assert (plots / "retry-ladder.png").stat().st_size > 1000
     bad = runner.invoke(app, ["traces", "generate", "--out", str(out), "--mutant", "nope"])
     assert bad.exit_code == 2 and "unknown mutant" in bad.output
+    keyed = runner.invoke(app, ["traces", "verify", str(out), "--mode", "keyed", "--plots", str(plots)])
+    assert keyed.exit_code == 2 and "--plots needs --mode whole" in keyed.output
 
 
 @pytest.mark.spark
