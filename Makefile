@@ -29,7 +29,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p rmqspec
-	$(BIN)/mypy tests benchmarks docs/hooks
+	$(BIN)/mypy tests benchmarks docs/hooks tools
 
 rules: $(STAMP)
 	$(BIN)/rmqspec rules --check
