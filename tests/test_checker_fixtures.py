@@ -11,11 +11,14 @@ from typing import Any
 from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
 from rmqspec.conformance.checker import check_history
 from rmqspec.conformance.history import Event, RecordingTarget
+from rmqspec.reference.batch import Batch, BatchEntry
 from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.constants import TxAction
 from rmqspec.reference.model import ConsumerSendBack, EndTx, Heartbeat, Model, Pull, Send, SendBatch
 from rmqspec.reference.put import Message
 from rmqspec.reference.records import props
 from rmqspec.reference.sendback import SendBack
+from rmqspec.reference.transaction import EndTransaction
 
 CFG = BrokerConfig("1s 2s 3s")
 
@@ -194,6 +197,17 @@ def test_a_pull_during_a_send_that_has_not_completed_does_not_lose_it() -> None:
 # --- windows close the width of the operation that wrote the message after its completion ---------------
 
 
+def answered_at_then_pulled(
+    t: RecordingTarget, ok_at: int, topic: str, uniq: str, stored: int
+) -> list[Event]:
+    """The last operation answered at ``ok_at``; ``topic`` pulled at 4 s, ``uniq`` stored at ``stored``."""
+    t.events[-1] = at(t.events[-1], ok_at)
+    t.advance_to(EPOCH + 4000)
+    t.execute(Pull(topic, 0, 0))
+    store_times(t.events[-1:], {uniq: stored})
+    return t.events
+
+
 def test_send_back_commit_and_batch_windows_follow_their_own_completion() -> None:
     def send_back(width: int, stored: int) -> list[Event]:
         t = target()
@@ -202,46 +216,29 @@ def test_send_back_commit_and_batch_windows_follow_their_own_completion() -> Non
         r = t.execute(Pull("T", 0, 0))
         t.advance_to(EPOCH + 200)
         t.execute(ConsumerSendBack(SendBack("CG", r.records[0].commit_log_offset)))
-        t.events[-1] = at(t.events[-1], 200 + width)
-        t.advance_to(EPOCH + 4000)
-        t.execute(Pull("%RETRY%CG", 0, 0))
-        store_times(t.events[-1:], {"U1": stored})
-        return t.events
+        return answered_at_then_pulled(t, 200 + width, "%RETRY%CG", "U1", stored)
 
     assert names(send_back(500, 3720)) == set()  # stored by 700 at the latest, due 3 s later
     assert names(send_back(500, 3820)) == {"late-delivery"}
 
     def commit(width: int, stored: int) -> list[Event]:
-        cfg_t = target()
-        sent = cfg_t.execute(
+        t = target()
+        sent = t.execute(
             Send(Message("T", b"h", props(UNIQ_KEY="H1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4))
         )
-        from rmqspec.reference.constants import TxAction
-        from rmqspec.reference.transaction import EndTransaction
-
         clo = int(str(sent.fields["msg_id"])[-16:], 16)
         offset = int(sent.fields["queue_offset"])  # type: ignore[call-overload]
-        cfg_t.advance_to(EPOCH + 100)
-        cfg_t.execute(EndTx(EndTransaction("PG", offset, clo, TxAction.COMMIT, transaction_id="H1")))
-        cfg_t.events[-1] = at(cfg_t.events[-1], 100 + width)
-        cfg_t.advance_to(EPOCH + 1000)
-        cfg_t.execute(Pull("T", 0, 0))
-        store_times(cfg_t.events[-1:], {"H1": stored})
-        return cfg_t.events
+        t.advance_to(EPOCH + 100)
+        t.execute(EndTx(EndTransaction("PG", offset, clo, TxAction.COMMIT, transaction_id="H1")))
+        return answered_at_then_pulled(t, 100 + width, "T", "H1", stored)
 
     assert names(commit(500, 590)) == set()
     assert names(commit(500, 710)) == {"late-delivery"}
 
     def batch(width: int, stored: int) -> list[Event]:
-        from rmqspec.reference.batch import Batch, BatchEntry
-
         t = target()
         t.execute(SendBatch(Batch("T", (BatchEntry(b"a", props(UNIQ_KEY="B1")),))))
-        t.events[-1] = at(t.events[-1], width)
-        t.advance_to(EPOCH + 1000)
-        t.execute(Pull("T", 0, 0))
-        store_times(t.events[-1:], {"B1": stored})
-        return t.events
+        return answered_at_then_pulled(t, width, "T", "B1", stored)
 
     assert names(batch(500, 490)) == set()
     assert names(batch(500, 610)) == {"late-delivery"}
