@@ -179,7 +179,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
             try:
                 seen = int(raw_times)
             except ValueError:
-                seen = 0
+                seen = -1  # getInt: -1 for what Integer.parseInt refuses, so the raised count is 0
             discard = sem.must_discard(seen, cfg.transaction_check_max)
             times = sem.next_check_times(seen)
         msg_props = (

@@ -816,3 +816,18 @@ def test_a_send_back_the_store_refuses_answers_its_status_name() -> None:
     state, answer = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 10)
     assert isinstance(answer, Rejected)
     assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "PROPERTIES_SIZE_EXCEEDED")
+
+
+def test_a_check_count_that_is_not_an_integer_reads_as_minus_one() -> None:
+    """TransactionalMessageServiceImpl.needDiscard (4.9.8): getInt gives -1 for a value Integer.parseInt
+    refuses, and the count is raised from there, so the first check carries 0 (transaction/check-times)."""
+    from rmqspec.reference.observations import CheckRequest
+
+    cfg = BrokerConfig(transaction_check_interval_ms=5000, transaction_timeout_ms=3000)
+    model = Model(cfg)
+    state = model.heartbeat(model.initial(), "PG", True)
+    half = props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG", TRANSACTION_CHECK_TIMES="x")
+    state, _ = model.send(state, Message("T", b"a", half, sys_flag=4), 0)
+    state, events = model.advance(state, 0, 5000)
+    checks = [e for e in events if isinstance(e, CheckRequest)]
+    assert [c.message.properties.get("TRANSACTION_CHECK_TIMES") for c in checks] == ["0"]
