@@ -251,9 +251,13 @@ class RemotingClient:
         self._opaque = self._opaque + 1 if self._opaque < _MAX_OPAQUE else 1
         return self._opaque
 
-    def _stamp(self, cmd: RemotingCommand, flag: int) -> RemotingCommand:
+    def _stamp(self, cmd: RemotingCommand, flag: int, version: int | None = None) -> RemotingCommand:
         return attrs.evolve(
-            cmd, opaque=self._next_opaque(), flag=flag, language=self.language, version=self.version
+            cmd,
+            opaque=self._next_opaque(),
+            flag=flag,
+            language=self.language,
+            version=self.version if version is None else version,
         )
 
     async def _write(self, frame: bytes) -> None:
@@ -268,11 +272,15 @@ class RemotingClient:
                 self._fail_all(error)
                 raise error from e
 
-    async def invoke(self, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
-        """Send ``cmd`` as a two-way request (a fresh opaque, flag 0) and wait for its response."""
+    async def invoke(
+        self, cmd: RemotingCommand, timeout: float | None = None, *, version: int | None = None
+    ) -> RemotingCommand:
+        """Send ``cmd`` as a two-way request (a fresh opaque, flag 0) and wait for its response.
+        ``version`` overrides the client's protocol version for this request (the broker reads some
+        header fields only from a version on, e.g. send-back's maxReconsumeTimes from V3_4_9)."""
         if self._lost is not None:
             raise self._lost
-        request = self._stamp(cmd, cmd.flag & ~(FLAG_ONEWAY | FLAG_RESPONSE))
+        request = self._stamp(cmd, cmd.flag & ~(FLAG_ONEWAY | FLAG_RESPONSE), version)
         frame = encode_frame(request)
         t = self.timeout if timeout is None else timeout
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
@@ -320,6 +328,7 @@ class RemotingClient:
         default_topic_queue_nums: int = 4,
         broker_name: str | None = None,
         v2: bool = True,
+        version: int | None = None,
         timeout: float | None = None,
     ) -> SendResponse:
         """SEND_MESSAGE_V2 (310), or SEND_MESSAGE (10) with ``v2=False``."""
@@ -338,7 +347,8 @@ class RemotingClient:
             default_topic_queue_nums=default_topic_queue_nums,
             broker_name=broker_name,
         )
-        return parse_send_response(await self.invoke(send_message_request(header, body, v2=v2), timeout))
+        request = send_message_request(header, body, v2=v2)
+        return parse_send_response(await self.invoke(request, timeout, version=version))
 
     async def send_batch(
         self,
@@ -407,9 +417,11 @@ class RemotingClient:
         origin_topic: str | None = None,
         unit_mode: bool = False,
         max_reconsume_times: int | None = None,
+        version: int | None = None,
         timeout: float | None = None,
     ) -> Reply:
-        """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the message's commit-log offset (facts §4.1)."""
+        """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the message's commit-log offset (facts §4.1).
+        The broker reads ``maxReconsumeTimes`` only from a request of ``version`` >= 121 (V3_4_9)."""
         cmd = consumer_send_msg_back_request(
             group,
             offset,
@@ -419,7 +431,7 @@ class RemotingClient:
             unit_mode=unit_mode,
             max_reconsume_times=max_reconsume_times,
         )
-        return parse_reply(await self.invoke(cmd, timeout))
+        return parse_reply(await self.invoke(cmd, timeout, version=version))
 
     async def end_transaction(
         self,
