@@ -121,6 +121,7 @@ class Server:
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._opaque = 0
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Host:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -135,6 +136,8 @@ class Server:
                 await self._ticker
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):  # a broker that stops drops its connections
+                writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
@@ -176,6 +179,7 @@ class Server:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._writers.add(writer)
         peer = writer.get_extra_info("peername") or ("127.0.0.1", 0)
         host: Host = (str(peer[0]), int(peer[1]))
         mine: set[str] = set()
@@ -200,6 +204,7 @@ class Server:
         except asyncio.CancelledError:  # the server is closing
             pass
         finally:
+            self._writers.discard(writer)
             for g in mine:
                 self._unregister(g, writer)
             writer.close()

@@ -206,6 +206,7 @@ class RemotingTarget:
         self._checks_lock = threading.Lock()
         self._producers: dict[str, RemotingClient] = {}
         self._beats: dict[str, asyncio.Task[None]] = {}
+        self._reconnect_lock = threading.Lock()
         self._client = self._connect(None)
 
     @staticmethod
@@ -215,12 +216,15 @@ class RemotingTarget:
 
     # --- connections ---------------------------------------------------------------------------------
 
-    def _connect(self, group: str | None) -> RemotingClient:
-        client = RemotingClient(
+    def _new_client(self, group: str | None) -> RemotingClient:
+        return RemotingClient(
             timeout=self.timeout,
             handler=None if group is None else self._check_handler(group),
             language=self.profile.language,
         )
+
+    def _connect(self, group: str | None) -> RemotingClient:
+        client = self._new_client(group)
         try:
             self._loop.run(client.connect(self.profile.host, self.profile.port), self.timeout + 1)
         except (RemotingError, OSError, TimeoutError) as e:
@@ -300,9 +304,20 @@ class RemotingTarget:
         self._producers.clear()
         self._loop.stop()
 
+    def _live_client(self) -> RemotingClient:
+        """The client connection, opened again first when it was lost (a broker that restarted): an
+        operation is sent only on a live connection, so a lost one never makes an operation's outcome
+        unknown by itself; while the broker is down the reconnect fails and the operation is not sent."""
+        with self._reconnect_lock:
+            if not self._client.connected:
+                with contextlib.suppress(Exception):
+                    self._loop.run(self._client.close(), 2)
+                self._client = self._connect(None)
+            return self._client
+
     def execute(self, op: Op) -> Response:
         ns = self.ns
-        c = self._client
+        c = self._live_client()
         match op:
             case Send(message=m):
                 body_props = ns.out_props(m.properties)
@@ -424,6 +439,11 @@ class RemotingTarget:
                 self._call(client.close(), "close producer connection")
             return Response(0)
         client = self._producers.get(group)
+        if client is not None and not client.connected:  # the broker restarted: connect again
+            self._stop_beat(group)
+            with contextlib.suppress(Exception):
+                self._loop.run(client.close(), 2)
+            client = None
         if client is None:
             client = self._producers[group] = self._connect(group)
         rep = self._call(client.heartbeat([self.ns.group(group)]), "heart beat")
@@ -435,10 +455,16 @@ class RemotingTarget:
         return asyncio.get_running_loop().create_task(self._beat(client, group))
 
     async def _beat(self, client: RemotingClient, group: str) -> None:
-        """Heartbeat ``group`` every HEARTBEAT_INTERVAL_S, as a real producer does, until cancelled."""
+        """Heartbeat ``group`` every HEARTBEAT_INTERVAL_S, as a real producer does, until cancelled; a
+        lost connection (the broker restarted) is opened again first, as the Java client does."""
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
             with contextlib.suppress(RemotingError, ProtocolError, TimeoutError, OSError):
+                if not client.connected:
+                    await client.close()
+                    client = self._new_client(group)
+                    await client.connect(self.profile.host, self.profile.port)
+                    self._producers[group] = client
                 await client.heartbeat([self.ns.group(group)])
 
     def _stop_beat(self, group: str) -> None:
