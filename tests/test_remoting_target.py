@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,6 @@ from rmqspec.adapters.remoting.profile import load_profile
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
 from rmqspec.conformance.contract import Response
-from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import ConsumerSendBack, GetMaxOffset, Heartbeat, Op, Pull, Send
 from rmqspec.reference.put import Message
 from rmqspec.reference.records import props
