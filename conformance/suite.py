@@ -62,6 +62,11 @@ class Deployment(Protocol):
         """A fresh client of this broker (its own namespace, connections and producer groups)."""
         ...
 
+    def restart_broker(self, graceful: bool) -> None:
+        """Stop the broker (SIGTERM when ``graceful``, else SIGKILL) and start it again on the same store;
+        returns once it answers. Raises TargetError when this broker cannot be restarted."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -33,7 +33,7 @@ from rmqspec.conformance.suite import (
     run_logical,
     run_wall,
 )
-from rmqspec.conformance.workload import run_workload
+from rmqspec.conformance.workload import Chaos, run_workload
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model
 
@@ -175,6 +175,10 @@ def conform(
     the workload. Raises TargetSpecError for a target or profile that cannot be used."""
     scenarios = scenarios if scenarios is not None else catalogue()
     if is_wall(target):
+        if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
+            raise TargetSpecError(
+                "--chaos restarts the broker: it needs a target rmqspec starts (apache:VERSION or served)"
+            )
         wt = wall_target(target, profile)
         options = WallOptions(
             epsilon_ms=epsilon_ms or None,
@@ -220,9 +224,10 @@ def conform(
 
 def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> WorkloadSummary:
     target = dep.target()
+    chaos = Chaos(dep.restart_broker) if options.chaos else None
     try:
         result = run_workload(
-            target, seconds=options.workload_seconds, seed=options.seed, epsilon_ms=eps, levels=3
+            target, seconds=options.workload_seconds, seed=options.seed, epsilon_ms=eps, levels=3, chaos=chaos
         )
     finally:
         target.close()
@@ -233,12 +238,17 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         path = options.save_dir / f"workload-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
         save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
         history = str(path)
+    lost = sum(a.name == "lost-message" for a in v.anomalies)
     return WorkloadSummary(
         operations=result.operations,
         verdict=v.valid,
         anomalies=tuple(a.to_json() for a in v.anomalies),
         reason=v.reason,
         history=history,
+        restarts=result.restarts,
+        acknowledged=result.acknowledged(),
+        lost=lost,
+        duplicates_allowed=result.duplicates() if v.valid == "pass" else 0,
         seconds=result.seconds,
     )
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import attrs
 
 from rmqspec.adapters.inprocess import WallClockTarget
-from rmqspec.conformance.contract import Feature, Target
+from rmqspec.conformance.contract import Feature, Target, TargetError
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model
 
@@ -37,6 +37,11 @@ class RemotingDeployment:
 
     def target(self) -> Target:
         return RemotingTarget(self.profile, name=self.name, restarter=self.restarter)
+
+    def restart_broker(self, graceful: bool) -> None:
+        if self.restarter is None:
+            raise TargetError(f"{self.name}: the suite cannot restart this broker")
+        self.restarter(None)
 
     def close(self) -> None:
         if self.closer is not None:
