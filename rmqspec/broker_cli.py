@@ -9,11 +9,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rmqspec.adapters.apache.launcher import Isolation
 
 console = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -63,10 +66,14 @@ def _version(version: str | None) -> str:
         raise _fail(str(e)) from None
 
 
-def _isolation(value: str) -> str:
-    if value not in ("auto", "netns", "host"):
-        raise _fail(f"--isolation {value!r}: use auto, netns or host")
-    return value
+def _isolation(value: str) -> Isolation:
+    if value == "auto":
+        return "auto"
+    if value == "netns":
+        return "netns"
+    if value == "host":
+        return "host"
+    raise _fail(f"--isolation {value!r}: use auto, netns or host")
 
 
 @broker_app.command("versions")
@@ -138,7 +145,7 @@ def start_cmd(
         config = load_profile(profile, f"127.0.0.1:{port}").config
     except ProfileError as e:
         raise _fail(str(e)) from None
-    broker = ApacheBroker(v, config, store, port, isolation=iso, fresh=fresh, boot_timeout=timeout)  # type: ignore[arg-type]
+    broker = ApacheBroker(v, config, store, port, isolation=iso, fresh=fresh, boot_timeout=timeout)
     try:
         with _interruptible():
             host, bound = broker.start()
@@ -282,7 +289,7 @@ def record_cmd(
         raise _fail(str(e)) from None
     t0 = time.monotonic()
     try:
-        with _interruptible(), ApacheBroker(v, config, isolation=iso) as broker:  # type: ignore[arg-type]
+        with _interruptible(), ApacheBroker(v, config, isolation=iso) as broker:
             host, port = broker.start()
             vectors = record(host, port, version=broker.row.mq_version)
     except (BrokerError, RecordError) as e:

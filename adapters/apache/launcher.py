@@ -53,7 +53,7 @@ from ..remoting.client import RemotingClient, RemotingError
 from ..remoting.codec import ProtocolError, RemotingCommand
 from ..remoting.profile import TargetProfile
 from . import logconfig, netns
-from .config import BrokerConfError, broker_conf, check_logged, parse_properties_text, render
+from .config import BrokerConfError, broker_conf, check_logged, model_keys, parse_properties_text, render
 from .maven import ResolveError, cache_root, resolve
 from .versions import DEFAULT_VERSION, ApacheVersion, UnknownVersion, pinned
 
@@ -448,10 +448,18 @@ class ApacheBroker:
             )
         sweep(self.cache)
         try:
-            cp = resolve(self.version, cache=self.cache)
-        except (ResolveError, UnknownVersion) as e:
-            raise BrokerError(str(e)) from None
-        try:
+            try:
+                model_keys(
+                    self.config
+                )  # a config no broker can take, and a bad store, are refused before Maven runs
+            except BrokerConfError as e:
+                raise BrokerError(f"broker {self.version}: {e}") from None
+            if not self._prepared:
+                self._prepare_dir()
+            try:
+                cp = resolve(self.version, cache=self.cache)
+            except (ResolveError, UnknownVersion) as e:
+                raise BrokerError(str(e)) from None
             return self._start(cp.java_arg())
         except BaseException:
             self._abort()
@@ -544,10 +552,15 @@ class ApacheBroker:
         _write_json(reg / f"{self._pid}.json", {"dir": str(self.dir)})
 
     def _abort(self) -> None:
-        """After a failed start: nothing of the broker left running; its directory (and log) kept."""
+        """After a failed start: nothing of the broker left running; its directory (and log) kept, unless it is
+        a temporary one the broker never ran in."""
         with contextlib.suppress(Exception):
             self._kill_process(graceful=False)
         self._release()
+        if self.temporary and self.dir is not None and not (self.dir / "logs").exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+            self._prepared = False
 
     # --- stop -----------------------------------------------------------------------------------------
 
@@ -589,10 +602,12 @@ class ApacheBroker:
         return f"killed (SIGKILL) in {time.monotonic() - t0:.1f} s"
 
     def _release(self) -> None:
-        """Forget the process: state file, registry entry, namespace."""
-        if self.dir is not None:
+        """Forget our process: its state file and registry entry (never another broker's), our namespace."""
+        d = self.dir
+        state = None if d is None else BrokerState.read(d)
+        if d is not None and state is not None and self._pid is not None and state.pid == self._pid:
             with contextlib.suppress(OSError):
-                (self.dir / STATE_FILE).unlink()
+                (d / STATE_FILE).unlink()
         if self._pid is not None:
             with contextlib.suppress(OSError):
                 (_registry(self.cache) / f"{self._pid}.json").unlink()

@@ -236,7 +236,7 @@ async def _script(
         "SUCCESS response whose body is the stored schedule copy (topic SCHEDULE_TOPIC_XXXX).",
     )
     # refusals
-    await c.pull(CG, "WireNoSuchTopic", 0, 0)
+    await c.pull(CG, "NoSuchTopic", 0, 0)
     rec.keep(
         "pull_unknown_topic",
         "PULL_MESSAGE for a topic the broker does not have.",
