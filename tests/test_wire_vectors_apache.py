@@ -189,6 +189,14 @@ def test_what_differs_between_4_9_7_and_5_5_0_on_the_wire() -> None:
     # Batch messages: 4.9.7 adds CLUSTER to each; 5.5.0 stores them as sent.
     assert all("CLUSTER" in p for p in records_of("4.9.7", "pull_batch"))
     assert not any("CLUSTER" in p for p in records_of("5.5.0", "pull_batch"))
+    # A committed transaction message: 4.9.7 keeps REAL_TOPIC and REAL_QID from the half message; 5.5.0
+    # clears them and carries __transactionId__.
+    (c497,) = records_of("4.9.7", "pull_committed")
+    (c550,) = records_of("5.5.0", "pull_committed")
+    assert c497["REAL_TOPIC"] == "WireTxTopic" and c497["REAL_QID"] == "0" and "__transactionId__" not in c497
+    assert (
+        "REAL_TOPIC" not in c550 and "REAL_QID" not in c550 and c550["__transactionId__"] == c550["UNIQ_KEY"]
+    )
     # The rest is alike: the same codes for the same requests otherwise.
     for key, r in by_case("4.9.7").items():
         if key[0] in ("pull_queue_id_out_of_range", "send_queue_id_out_of_range"):
