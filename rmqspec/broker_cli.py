@@ -152,7 +152,7 @@ def start_cmd(
     except BrokerError as e:
         raise _fail(str(e)) from None
     except KeyboardInterrupt:
-        err.print(f"interrupted: broker {v} stopped ({broker.last_stop or 'it had not started'})")
+        err.print(f"interrupted: broker {v} {broker.last_stop or 'was not running yet'}; nothing of it runs")
         raise typer.Exit(130) from None
     broker.detach()
     console.print(

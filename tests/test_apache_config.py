@@ -17,7 +17,7 @@ from rmqspec.adapters.apache.config import (
     parse_properties_text,
     render,
 )
-from rmqspec.adapters.apache.launcher import BrokerState, pid_alive
+from rmqspec.adapters.apache.launcher import ApacheBroker, BrokerError, BrokerState, pid_alive
 from rmqspec.adapters.apache.netns import Netns
 from rmqspec.adapters.apache.versions import DEFAULT_VERSION, PINNED, UnknownVersion, pinned
 from rmqspec.adapters.remoting.profile import load_profile
@@ -238,3 +238,76 @@ def test_pid_alive_tells_a_reused_pid_apart() -> None:
     assert pid_alive(os.getpid())
     assert not pid_alive(os.getpid(), start=-1) or not Path("/proc").is_dir()
     assert not pid_alive(2**22 + 12345)
+
+
+# --- the launcher's failures, with a stand-in for java (no JVM, no Maven, no namespace) --------------------
+
+
+def fake_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, java_script: str) -> Path:
+    """A cache holding a one-jar 4.9.7, and JAVA_HOME pointing at a shell script standing in for java."""
+    cache = tmp_path / "cache"
+    vdir = maven.version_dir("4.9.7", cache)
+    (vdir / "lib").mkdir(parents=True)
+    (vdir / "lib" / "rocketmq-broker-4.9.7.jar").write_bytes(b"PK")
+    (vdir / "classpath-rocketmq-broker.txt").write_text("rocketmq-broker-4.9.7.jar\n")
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n" + java_script)
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(java.parent.parent))
+    return cache
+
+
+def free_port() -> int:
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("0.0.0.0", 0))
+            port = int(s.getsockname()[1])
+        if port < 65000 and all(_free(p) for p in (port - 2, port + 1)):
+            return port
+    pytest.skip("no free port with free neighbours")
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_a_broker_that_exits_while_starting_is_reported_with_its_log_and_the_jvm_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = fake_install(tmp_path, monkeypatch, "echo 'Error: no main class (stand-in)' >&2\nexit 1\n")
+    broker = ApacheBroker("4.9.7", store_dir=tmp_path / "b", port=free_port(), isolation="host", cache=cache)
+    with pytest.raises(BrokerError) as e:
+        broker.start()
+    message = str(e.value)
+    assert message.startswith("broker 4.9.7 exited with code 1 while starting; its log: ")
+    assert str(tmp_path / "b" / "logs" / "broker.log") in message
+    assert "Error: no main class (stand-in)" in message and "\n" not in message
+    assert not broker.alive and not (tmp_path / "b" / "rmqspec-broker.json").exists()
+    conf = (tmp_path / "b" / "broker.conf").read_text()
+    assert "brokerIP1=127.0.0.1\n" in conf and f"listenPort={broker.port}\n" in conf
+
+
+def test_a_broker_that_does_not_answer_in_time_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = fake_install(tmp_path, monkeypatch, "exec sleep 60\n")
+    broker = ApacheBroker(
+        "4.9.7", store_dir=tmp_path / "b", port=free_port(), isolation="host", cache=cache, boot_timeout=0.5
+    )
+    with pytest.raises(
+        BrokerError, match=rf"did not answer on 127\.0\.0\.1:{broker.port} within 0\.5 s; its log"
+    ):
+        broker.start()
+    pid = broker._pid
+    assert pid is not None and not pid_alive(pid)
+    assert broker.last_stop is not None and broker.last_stop.startswith("killed (SIGKILL)")

@@ -71,6 +71,9 @@ GET_BROKER_CONFIG = (
 JAVA_OPTS = ("-Xms128m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m", "-Dtls.server.mode=disabled")
 
 
+_OUR_LINE = "=== rmqspec:"  # how console.log marks each start (the java command), left out of error messages
+
+
 class BrokerError(RuntimeError):
     """A broker could not be started, stopped or found; the message names the broker's log."""
 
@@ -95,8 +98,8 @@ def _tail(path: Path, lines: int = 4, width: int = 600) -> str:
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
-    kept = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
-    out = " | ".join(kept) or "(empty)"
+    kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(_OUR_LINE)][-lines:]
+    out = " | ".join(kept)
     return out if len(out) <= width else "..." + out[-width:]
 
 
@@ -347,10 +350,11 @@ class ApacheBroker:
         log = self.log_path
         console = self.console_path
         tail = ""
-        if console is not None and console.exists() and console.stat().st_size:
-            tail = f"; console ({console}): {_tail(console)}"
+        said = _tail(console) if console is not None else ""
+        if said and said != "(no log)":
+            tail = f"; the JVM's output ({console}): {said}"
         if log is not None:
-            tail = f" (last lines: {_tail(log)}){tail}"
+            tail = f" (last lines: {_tail(log) or '(empty)'}){tail}"
         return BrokerError(f"broker {self.version} {what}; {self._where()}{tail}")
 
     # --- start ----------------------------------------------------------------------------------------
@@ -485,7 +489,7 @@ class ApacheBroker:
         env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
         t0 = time.monotonic()
         with (d / "logs" / "console.log").open("ab") as console:
-            console.write(f"\n=== rmqspec: starting {self.version}: {' '.join(cmd)}\n".encode())
+            console.write(f"\n{_OUR_LINE} starting {self.version}: {' '.join(cmd)}\n".encode())
             console.flush()
             try:
                 self._proc = subprocess.Popen(
@@ -512,7 +516,7 @@ class ApacheBroker:
                 break
             if time.monotonic() > deadline:
                 raise self._fail(
-                    f"did not answer on {self.host}:{self.port} within {self.boot_timeout:.0f} s"
+                    f"did not answer on {self.host}:{self.port} within {self.boot_timeout:g} s"
                 )
             time.sleep(0.2)
         self.boot_seconds = time.monotonic() - t0
@@ -555,7 +559,7 @@ class ApacheBroker:
         """After a failed start: nothing of the broker left running; its directory (and log) kept, unless it is
         a temporary one the broker never ran in."""
         with contextlib.suppress(Exception):
-            self._kill_process(graceful=False)
+            self.last_stop = self._kill_process(graceful=False)
         self._release()
         if self.temporary and self.dir is not None and not (self.dir / "logs").exists():
             shutil.rmtree(self.dir, ignore_errors=True)
