@@ -196,7 +196,7 @@ def test_a_call_times_out_and_a_late_response_is_dropped() -> None:
 def test_the_default_timeout_applies_to_typed_calls() -> None:
     async def main(broker: FakeBroker, client: RemotingClient) -> None:
         with pytest.raises(RemotingTimeout, match="request code 30"):
-            await client.get_max_offset("T", 0)
+            await client.invoke(RemotingCommand(code=30, ext_fields={"n": "1"}))
         with pytest.raises(RemotingTimeout, match="request code 11"):
             await client.pull("CG", "T", 0, 0, timeout=0.05)
 
@@ -546,3 +546,24 @@ def test_send_batch_and_send_message_defaults() -> None:
 
 def _ext_of_response(case: str) -> dict[str, str]:
     return dict(BY[(case, "response")]["header"]["extFields"])
+
+
+def test_the_tap_sees_every_frame_as_the_bytes_on_the_wire() -> None:
+    seen: list[tuple[str, bytes, RemotingCommand]] = []
+
+    async def main(broker: FakeBroker, client: RemotingClient) -> None:
+        await client.invoke(RemotingCommand(code=30, ext_fields={"n": "1"}))
+        await client.end_transaction("PG", 0, 0, 8, msg_id="M")  # one-way: no response
+        await broker.send(response_for(RemotingCommand(code=39, opaque=77), 0))  # a response nobody awaits
+        await asyncio.sleep(0.1)
+
+    run(main, tap=lambda d, f, c: seen.append((d, f, c)))
+    assert [(d, c.code, c.opaque) for d, _, c in seen] == [
+        ("sent", 30, 1),
+        ("received", 0, 1),
+        ("sent", 37, 2),
+        ("received", 0, 77),
+    ]
+    for _, frame, cmd in seen:
+        assert decode_frame(frame) == cmd
+    assert seen[0][1] == encode_frame(seen[0][2])
