@@ -515,9 +515,7 @@ class ApacheBroker:
             if _run_async(lambda: _answers(self.host or "", self.port, 1.0)):
                 break
             if time.monotonic() > deadline:
-                raise self._fail(
-                    f"did not answer on {self.host}:{self.port} within {self.boot_timeout:g} s"
-                )
+                raise self._fail(f"did not answer on {self.host}:{self.port} within {self.boot_timeout:g} s")
             time.sleep(0.2)
         self.boot_seconds = time.monotonic() - t0
         try:
