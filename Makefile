@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv browser conform test lint typecheck rules crosshair pytest docs bench mutmut clean
+.PHONY: venv browser conform test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
@@ -53,6 +53,11 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site
 
 test: lint typecheck rules crosshair pytest docs
+
+# Apache RocketMQ, every pinned version (rmqspec broker versions): the brokers' jars from Maven Central into
+# ~/.cache/rmqspec (or $$RMQSPEC_CACHE); offline once there. Needs Maven (apt-get install maven).
+rocketmq: $(STAMP)
+	$(BIN)/rmqspec broker fetch
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

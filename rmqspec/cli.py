@@ -141,10 +141,11 @@ def build_app() -> typer.Typer:
 
     app.command("rules")(rules_cmd)
 
-    from rmqspec import commands, traces_cli  # conform, mutants, scenarios, serve; traces
+    from rmqspec import broker_cli, commands, traces_cli  # conform, mutants, scenarios, serve; traces; broker
 
     commands.register(app)
     traces_cli.register(app)
+    broker_cli.register(app)
     return app
 
 

@@ -68,6 +68,10 @@ log = logging.getLogger(__name__)
 RequestHandler = Callable[[RemotingCommand], Awaitable[RemotingCommand | None] | RemotingCommand | None]
 """Called with each request the broker starts; for a two-way request, the returned command is the answer."""
 
+FrameTap = Callable[[str, bytes, RemotingCommand], None]
+"""Called with ``("sent", frame, command)`` for every frame written and ``("received", frame, command)`` for
+every frame read, ``frame`` being the exact bytes on the wire (the wire-vector recorder uses it)."""
+
 DEFAULT_TIMEOUT = 3.0  # seconds, the Java client's default send timeout
 _MAX_OPAQUE = (1 << 31) - 1
 
@@ -112,8 +116,10 @@ class RemotingClient:
         language: str = "JAVA",
         version: int = VERSION_4_9_4,
         client_id: str | None = None,
+        tap: FrameTap | None = None,
     ) -> None:
         self.handler = handler
+        self.tap = tap
         self.timeout = timeout
         self.language = language
         self.version = version
@@ -198,7 +204,9 @@ class RemotingClient:
                 if not data:
                     decoder.finish()
                     raise ConnectionLost(f"connection to {where} closed by the peer")
-                for cmd in decoder.feed(data):
+                for frame, cmd in decoder.feed_raw(data):
+                    if self.tap is not None:
+                        self.tap("received", frame, cmd)
                     self._dispatch(cmd)
         except ConnectionLost as e:
             self._fail_all(e)
@@ -241,7 +249,7 @@ class RemotingClient:
         reply = attrs.evolve(answer, opaque=request.opaque, flag=answer.flag | FLAG_RESPONSE)
         try:
             async with asyncio.timeout(self.timeout):
-                await self._write(encode_frame(reply))
+                await self._write(encode_frame(reply), reply)
         except (RemotingError, ProtocolError, TimeoutError) as e:
             log.warning("could not answer request code %d (opaque %d): %s", request.code, request.opaque, e)
 
@@ -260,10 +268,12 @@ class RemotingClient:
             version=self.version if version is None else version,
         )
 
-    async def _write(self, frame: bytes) -> None:
+    async def _write(self, frame: bytes, cmd: RemotingCommand) -> None:
         async with self._write_lock:
             if self._lost is not None or self._writer is None:
                 raise self._lost or ConnectionLost("not connected")
+            if self.tap is not None:
+                self.tap("sent", frame, cmd)
             try:
                 self._writer.write(frame)
                 await self._writer.drain()
@@ -287,7 +297,7 @@ class RemotingClient:
         self._pending[request.opaque] = fut
         try:
             async with asyncio.timeout(t):
-                await self._write(frame)
+                await self._write(frame, request)
                 return await fut
         except TimeoutError:
             raise RemotingTimeout(
@@ -300,11 +310,12 @@ class RemotingClient:
         """Send ``cmd`` one-way (flag bit 1); returns once written. No response comes (facts §8)."""
         if self._lost is not None:
             raise self._lost
-        frame = encode_frame(self._stamp(cmd, (cmd.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE))
+        request = self._stamp(cmd, (cmd.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE)
+        frame = encode_frame(request)
         t = self.timeout if timeout is None else timeout
         try:
             async with asyncio.timeout(t):
-                await self._write(frame)
+                await self._write(frame, request)
         except TimeoutError:
             raise RemotingTimeout(f"one-way request code {cmd.code} not written within {t} s") from None
 
