@@ -49,6 +49,10 @@ HAZARDS = {
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
+class CannotDeploy(Exception):
+    """A target that cannot have a broker with the settings asked for; the message says why and what to do."""
+
+
 class Deployment(Protocol):
     """One broker on the wall clock, with fixed settings."""
 
@@ -87,9 +91,10 @@ class WallTarget(Protocol):
     @property
     def features(self) -> frozenset[Feature]: ...
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> Deployment | None:
-        """A broker with ``config``, or None when this target cannot have those settings. ``exclusive``:
-        one nobody else uses (a scenario that restarts it)."""
+    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> Deployment:
+        """A broker with ``config``. ``exclusive``: one nobody else uses (a scenario that restarts it).
+        Raises CannotDeploy when this target cannot have those settings, TargetError when the broker
+        could not be started or reached."""
         ...
 
 
@@ -331,37 +336,50 @@ def run_wall(
 
     main: Deployment | None = None
     summary: WorkloadSummary | None = None
+
+    def each(batch: Sequence[Scenario], outcome: str, reason: str) -> None:
+        for s in batch:
+            finished(ScenarioResult(s, outcome, reason))
+
     try:
-        main = wt.open(wt.config)
-        if main is None:
-            raise TargetError(f"{wt.name}: cannot open the broker")
+        try:
+            main = wt.open(wt.config)
+        except CannotDeploy as e:
+            raise TargetError(f"{wt.name}: {e}") from None
         for cfg, batch in groups.items():
             if cfg == wt.config:
                 run_on(main, batch, options.concurrency)
                 continue
-            other = wt.open(cfg)
-            if other is None:
-                for s in batch:
-                    finished(ScenarioResult(s, "skip", s.unmet_settings(wt.config) or "other settings"))
+            try:
+                other = wt.open(cfg)
+            except CannotDeploy as e:
+                each(batch, "skip", f"{batch[0].unmet_settings(wt.config) or 'other settings'}; {e}")
+                continue
+            except TargetError as e:
+                each(batch, "unknown", f"a broker with these settings could not be started: {e}")
                 continue
             try:
                 run_on(other, batch, options.concurrency)
             finally:
                 other.close()
         for s, cfg in exclusive:
-            dep = wt.open(cfg, exclusive=True)
-            if dep is None or not dep.can_restart:
-                reason = (
-                    "needs a broker the suite can restart: run it on an apache:VERSION or served target"
-                    if dep is None or not dep.can_restart
-                    else ""
-                )
-                if dep is not None:
-                    dep.close()
-                finished(ScenarioResult(s, "skip", reason))
+            try:
+                dep = wt.open(cfg, exclusive=True)
+            except CannotDeploy as e:
+                each([s], "skip", str(e))
+                continue
+            except TargetError as e:
+                each([s], "unknown", f"a broker of its own could not be started: {e}")
                 continue
             try:
-                run_on(dep, [s], 1)
+                if not dep.can_restart:
+                    each(
+                        [s],
+                        "skip",
+                        "needs a broker the suite can restart: run it on an apache:VERSION or served target",
+                    )
+                else:
+                    run_on(dep, [s], 1)
             finally:
                 dep.close()
         if progress:

@@ -10,6 +10,7 @@ import attrs
 
 from rmqspec.adapters.inprocess import WallClockTarget
 from rmqspec.conformance.contract import Feature, Target, TargetError
+from rmqspec.conformance.suite import CannotDeploy
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model
 
@@ -68,9 +69,12 @@ class FixedRemoting:
     def features(self) -> frozenset[Feature]:
         return RemotingTarget.features_of(self.profile)
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment | None:
+    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
         if config != self.profile.config:
-            return None
+            raise CannotDeploy(
+                "a remoting:// broker runs with the settings its profile declares; start one with the "
+                "scenario's settings, or use an apache: or served target"
+            )
         return RemotingDeployment(self.profile, self.name)
 
 
