@@ -21,9 +21,10 @@ from .records import Props
 def clamp_delay_level(level: int, max_level: int) -> int:
     """A level above the table's maximum is stored as the maximum. rule: put/delay-clamp
 
+    A table of zero levels (config/delay-level-table) clamps every level to 0.
     pre: level > 0
-    pre: max_level > 0
-    post: 1 <= __return__ <= max_level
+    pre: max_level >= 0
+    post: 0 <= __return__ <= max_level
     post: __return__ == min(level, max_level)
     """
     return max_level if level > max_level else level
@@ -32,9 +33,10 @@ def clamp_delay_level(level: int, max_level: int) -> int:
 def schedule_queue_id(level: int) -> int:
     """Schedule queue of a level: ``delayLevel2QueueId = level - 1``. rule: put/delay-schedule-queue
 
-    pre: level >= 1
+    Level 0 (after the clamp of a table without levels) is queue -1, which no level reads.
+    pre: level >= 0
     post: __return__ == level - 1
-    post: __return__ >= 0
+    post: __return__ >= -1
     """
     return level - 1
 
