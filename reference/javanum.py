@@ -9,6 +9,7 @@ a broker-read string: ``" 3"``, ``"3 "`` and ``"3_0"`` are not numbers to Java.
 Java's rules (``java.lang.Integer.parseInt(String, 10)``, the same in every JDK the brokers run on):
 an optional leading ``+`` or ``-``, then at least one digit; a digit is any character for which
 ``Character.digit(c, 10)`` is not -1, which includes the other Unicode decimal digits (``"٣"`` is 3);
+the string is read one UTF-16 unit at a time, so a digit outside the Basic Multilingual Plane is not one;
 the value must fit the type (``Integer.MIN_VALUE`` .. ``Integer.MAX_VALUE``); anything else throws
 ``NumberFormatException``. Here a refusal is ``None``.
 """
@@ -22,8 +23,10 @@ LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
 def _digit(c: str) -> int | None:
-    # Character.digit(c, 10): the character's decimal digit value (Unicode category Nd), else -1.
-    if unicodedata.category(c) != "Nd":
+    # Character.digit(char, 10): the character's decimal digit value (Unicode category Nd), else -1.
+    # Java reads the string one UTF-16 unit at a time, so a digit outside the BMP ("𝟓", U+1D7D3) is two
+    # surrogates, neither of them a digit.
+    if ord(c) > 0xFFFF or unicodedata.category(c) != "Nd":
         return None
     return unicodedata.decimal(c, None)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .constants import Code, PullStatus
+from .constants import TRANSACTION_ROLLBACK_TYPE, Code, PullStatus
 from .observations import Found, MaxOffset, PullResult, Rejected
 from .state import BrokerState
 
@@ -91,7 +91,8 @@ def query_uniq(state: BrokerState, topic: str, uniq_key: str) -> Found | Rejecte
     found = []
     for clo in offsets:
         rec = state.store.lookup(clo)
-        if rec is not None and rec.topic == topic:
+        # IndexService.buildIndex indexes NOT, PREPARED and COMMIT records, never a ROLLBACK one
+        if rec is not None and rec.topic == topic and rec.tran_type != TRANSACTION_ROLLBACK_TYPE:
             found.append(rec)
     if not found:
         return Rejected(

@@ -8,22 +8,36 @@ around it stay the reference's.
 
 from __future__ import annotations
 
+from . import topics
 from .constants import (
+    INNER_BATCH,
     NOT_ALLOWED_SEND_TOPICS,
+    NOT_ALLOWED_SEND_TOPICS_5_5,
+    RETRY_PREFIX,
+    TOPIC_MAX_LENGTH,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     V3_4_9,
     Code,
+    Prop,
 )
+from .javanum import parse_int
+from .properties import encode_properties
 from .records import Props
+
+
+def _utf16_len(text: str) -> int:
+    """Java's String.length(): UTF-16 units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def clamp_delay_level(level: int, max_level: int) -> int:
     """A level above the table's maximum is stored as the maximum. rule: put/delay-clamp
 
+    A table of zero levels (config/delay-level-table) clamps every level to 0.
     pre: level > 0
-    pre: max_level > 0
-    post: 1 <= __return__ <= max_level
+    pre: max_level >= 0
+    post: 0 <= __return__ <= max_level
     post: __return__ == min(level, max_level)
     """
     return max_level if level > max_level else level
@@ -32,9 +46,10 @@ def clamp_delay_level(level: int, max_level: int) -> int:
 def schedule_queue_id(level: int) -> int:
     """Schedule queue of a level: ``delayLevel2QueueId = level - 1``. rule: put/delay-schedule-queue
 
-    pre: level >= 1
+    Level 0 (after the clamp of a table without levels) is queue -1, which no level reads.
+    pre: level >= 0
     post: __return__ == level - 1
-    post: __return__ >= 0
+    post: __return__ >= -1
     """
     return level - 1
 
@@ -227,6 +242,76 @@ class Semantics:
         """rule: put/forbidden-topic"""
         return topic in NOT_ALLOWED_SEND_TOPICS
 
+    # -- the put path per release: 4.9.8 here, 5.5.0 in V5Semantics ----------------------------------------
+
+    def topic_name_problem(self, topic: str) -> str | None:
+        """TopicValidator.validateTopic's remark for a bad name, None for a good one. rule: put/topic-validation"""
+        return topics.problem_4_9(topic)
+
+    def invalid_request_code(self) -> Code:
+        """The code of a bad topic name or queue id: SYSTEM_ERROR up to 5.3.1.
+
+        rule: put/topic-validation, put/queue-id-range
+        """
+        return Code.SYSTEM_ERROR
+
+    def request_properties(self, props: Props, region: str, trace_on: bool) -> Props:
+        """What the send processor does to the request's properties before it reads them (4.9.8: nothing;
+        with no send hook registered buildMsgContext returns early). rule: put/stored-properties
+        """
+        return props
+
+    def store_refuses(
+        self, topic: str, body: bytes, props: Props, stored: Props, sys_flag: int
+    ) -> str | None:
+        """DefaultMessageStore.checkMessage: a topic or a properties string longer than the record's length
+        fields, counted in UTF-16 units on the string as it is before the delay rewrite. The PutMessageStatus,
+        or None. rule: put/message-illegal
+        """
+        if _utf16_len(topic) > TOPIC_MAX_LENGTH:
+            return "MESSAGE_ILLEGAL"
+        if _utf16_len(encode_properties(stored)) > 32767:
+            return "MESSAGE_ILLEGAL"
+        return None
+
+    def strips_wait(self) -> bool:
+        """A sent message's stored string leaves out WAIT (4.9.1-4.9.8). rule: put/stored-properties"""
+        return True
+
+    def generated_uniq_key(self, props: Props, candidate: str) -> str | None:
+        """A UNIQ_KEY the broker adds to a sent message: none in 4.9.x. rule: put/stored-properties"""
+        return None
+
+    def priority_queue(self, props: Props, queue_id: int, write_queues: int) -> tuple[Props, int]:
+        """5.4.0+ priority messages choose their queue; 4.9.x knows no such property. rule: put/queue-id-range"""
+        return props, queue_id
+
+    def lite_topic(self, props: Props, topic: str) -> Props:
+        """5.5.0 routes a lite topic through INNER_MULTI_DISPATCH; 4.9.x does not. rule: put/stored-properties"""
+        return props
+
+    def half_message_wanted(self, props: Props, reconsume_times: int) -> bool | str:
+        """TRAN_MSG read by Boolean.parseBoolean makes a half message (4.9.8 asyncSendMessage).
+
+        5.x answers "parse" when it must also read DELAY (see V5Semantics). rule: put/reject-transaction-message
+        """
+        return props.get(Prop.TRAN_MSG, "").lower() == "true"
+
+    def delay_props(self, props: Props) -> Props:
+        """The property map of a message the delay rewrite takes (4.9.8: as it is). rule: put/delay-schedule-queue"""
+        return props
+
+    def properties_bytes(self, props: Props) -> int:
+        """Bytes of ``messageProperties2String(props)``: no separator after the last entry (4.9.1-5.1.4).
+
+        rule: properties/encoding
+        """
+        return len(encode_properties(props).encode())
+
+    def topic_length_extra(self, topic: str) -> int:
+        """Bytes beyond one for the record's topic length field. rule: put/message-illegal"""
+        return 0
+
     def rewrites_half(self) -> bool:
         """A TRAN_MSG message goes to the half topic. rule: transaction/half-message"""
         return True
@@ -305,6 +390,20 @@ class Semantics:
         """A batch to a %RETRY% topic is stored as an ordinary batch at 4.9.8. rule: batch/broker-illegal"""
         return False
 
+    def batch_oversize_is_exception(self) -> bool:
+        """4.9.x refuses a batch body over maxMessageSize in checkMessages (MESSAGE_ILLEGAL), before the
+        transaction type and DELAY; 5.x has only the encoder's RuntimeException, after them.
+        rule: batch/broker-illegal
+        """
+        return False
+
+    def batch_stores_wrapper_properties(self) -> bool:
+        """Each batch message stores its own properties and then the wrapper's (4.9.0-5.3.3).
+
+        rule: batch/stored-properties
+        """
+        return True
+
     def overflow_one_code(self) -> Code:
         """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
         return Code.PULL_NOT_FOUND
@@ -314,6 +413,104 @@ class V5Semantics(Semantics):
     """The 5.x profile's differences (facts §4.4, §5.4)."""
 
     name = "5.x"
+
+    # -- the put path of 5.5.0 (rule ids on each) ----------------------------------------------------------
+
+    def forbidden_topic(self, topic: str) -> bool:
+        # rule: put/forbidden-topic (5.4.0+: the RocksDB transaction topics too)
+        return topic in NOT_ALLOWED_SEND_TOPICS_5_5
+
+    def topic_name_problem(self, topic: str) -> str | None:
+        # rule: put/topic-validation (5.4.0+: %RETRY% and %DLQ% topics up to 255)
+        return topics.problem_5_5(topic)
+
+    def invalid_request_code(self) -> Code:
+        # rule: put/topic-validation, put/queue-id-range (5.3.2+)
+        return Code.INVALID_PARAMETER
+
+    def request_properties(self, props: Props, region: str, trace_on: bool) -> Props:
+        # rule: put/stored-properties: buildMsgContext writes MSG_REGION and TRACE_ON into the request's
+        # properties (5.0.0+); clearReservedProperties deletes POP_CK (5.2.0+)
+        mm = props.mutate()
+        mm[Prop.MSG_REGION] = region
+        mm[Prop.TRACE_ON] = "true" if trace_on else "false"
+        mm.pop(Prop.POP_CK, None)
+        return mm.finish()
+
+    def store_refuses(
+        self, topic: str, body: bytes, props: Props, stored: Props, sys_flag: int
+    ) -> str | None:
+        # rule: put/message-illegal: HookUtils.checkBeforePutMessage (topic bytes: 127, or 255 for %RETRY%;
+        # a missing body, which an empty request body is), then checkInnerBatch (INNER_NUM without the
+        # inner-batch flag, or the flag on a topic whose consume queue is not a batch one: every topic here)
+        n = len(topic.encode())
+        if (
+            n > TOPIC_MAX_LENGTH and not topic.startswith(RETRY_PREFIX)
+        ) or n > topics.RETRY_OR_DLQ_TOPIC_MAX_LENGTH:
+            return "MESSAGE_ILLEGAL"
+        if not body:
+            return "MESSAGE_ILLEGAL"
+        if "INNER_NUM" in props or sys_flag & INNER_BATCH:
+            return "MESSAGE_ILLEGAL"
+        return None
+
+    def strips_wait(self) -> bool:
+        # rule: put/stored-properties (5.x stores WAIT)
+        return False
+
+    def generated_uniq_key(self, props: Props, candidate: str) -> str | None:
+        # rule: put/stored-properties (5.x: MessageClientIDSetter.createUniqID when UNIQ_KEY is missing)
+        return None if props.get(Prop.UNIQ_KEY) else candidate
+
+    def priority_queue(self, props: Props, queue_id: int, write_queues: int) -> tuple[Props, int]:
+        # rule: put/queue-id-range, put/stored-properties (5.4.0+): a priority >= 0 picks queue
+        # min(priority, writeQueueNums - 1) when the message is of the PRIORITY type; otherwise it is removed
+        raw = props.get(Prop.PRIORITY)
+        priority = parse_int(raw) if raw is not None else None
+        if priority is None or priority < 0:
+            return props, queue_id
+        other_type = (
+            props.get(Prop.TRAN_MSG, "").lower() == "true"
+            or any(
+                k in props
+                for k in (Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS)
+            )
+            or Prop.SHARDING_KEY in props
+        )
+        if other_type:
+            mm = props.mutate()
+            mm.pop(Prop.PRIORITY)
+            return mm.finish(), queue_id
+        return props, min(priority, write_queues - 1)
+
+    def lite_topic(self, props: Props, topic: str) -> Props:
+        # rule: put/stored-properties (5.5.0): LiteUtil.toLmqName
+        lite = props.get(Prop.LITE_TOPIC)
+        if not lite:
+            return props
+        return props.set(Prop.INNER_MULTI_DISPATCH, f"%LMQ%${topic}${lite}")
+
+    def half_message_wanted(self, props: Props, reconsume_times: int) -> bool | str:
+        # rule: put/reject-transaction-message (5.x: "&& !(reconsumeTimes > 0 && getDelayTimeLevel() > 0)")
+        if props.get(Prop.TRAN_MSG, "").lower() != "true":
+            return False
+        return "parse" if reconsume_times > 0 else True
+
+    def delay_props(self, props: Props) -> Props:
+        # rule: put/delay-schedule-queue (5.x: checkIfTimerMessage drops the timer properties of a DELAY > 0)
+        mm = props.mutate()
+        for k in (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS):
+            mm.pop(k, None)
+        return mm.finish()
+
+    def properties_bytes(self, props: Props) -> int:
+        # rule: properties/encoding (5.2.0+: a separator after every entry, the last one too)
+        n = len(encode_properties(props).encode())
+        return n + 1 if n else 0
+
+    def topic_length_extra(self, topic: str) -> int:
+        # rule: put/message-illegal (autoMessageVersionOnTopicLen: a topic over 127 gets a 2-byte length)
+        return 1 if len(topic) > TOPIC_MAX_LENGTH else 0
 
     def retry_send_to_dlq(self, reconsume_times: int, max_reconsume_times: int) -> bool:
         # rule: sendback/retry-send-dlq (5.x: ">" instead of ">=")
@@ -325,6 +522,14 @@ class V5Semantics(Semantics):
     def batch_rejects_retry_topic(self) -> bool:
         # rule: batch/broker-illegal (5.x: a %RETRY% batch is MESSAGE_ILLEGAL)
         return True
+
+    def batch_oversize_is_exception(self) -> bool:
+        # rule: batch/broker-illegal (5.0.0+: SYSTEM_ERROR from the encoder's RuntimeException)
+        return True
+
+    def batch_stores_wrapper_properties(self) -> bool:
+        # rule: batch/stored-properties (5.4.0+: only the message's own properties)
+        return False
 
     def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
         # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))

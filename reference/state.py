@@ -88,10 +88,13 @@ class BrokerState:
 
 
 def initial_state(config: BrokerConfig) -> BrokerState:
-    """A fresh broker: the default topic TBW102 (8 queues) and SCHEDULE_TOPIC_XXXX (18 queues) exist."""
+    """A fresh broker: the default topic TBW102 (defaultTopicQueueNums queues, 8 by default) and
+    SCHEDULE_TOPIC_XXXX (18 queues) exist. rule: config/defaults
+    """
+    tbw = config.default_topic_queue_nums
     topics: immutables.Map[str, TopicConfig] = immutables.Map(
         {
-            DEFAULT_TOPIC: TopicConfig(8, 8, 7),
+            DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
             SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
         }
     )

@@ -41,6 +41,8 @@ def test_what_java_accepts(text: str, value: int) -> None:
         "0x10",
         "1e3",
         "\u00b2",
+        "\U0001d7d3",  # MATHEMATICAL BOLD DIGIT FIVE: Nd, but two UTF-16 surrogates to Java, neither a digit
+        "1\U0001d7d3",
         "++3",
         "2147483648",
         "-2147483649",

@@ -444,11 +444,18 @@ def test_send_back_without_retry_queues_succeeds_and_drops_the_message() -> None
 
 
 def test_a_send_back_whose_put_fails_is_a_system_error() -> None:
-    """§4.1 step 11: any put status but PUT_OK → SYSTEM_ERROR (here the retry copy exceeds maxMessageSize)."""
+    """§4.1 step 11: any put status but PUT_OK → SYSTEM_ERROR. maxMessageSize limits the body (4.9.4+,
+    put/message-illegal), so a retry copy that only grows in properties still fits; one whose properties
+    string passes 32,767 characters does not (DefaultMessageStore.checkMessage)."""
     model = Model(attrs.evolve(TX, max_message_size=200))
     state, sent = _failed(model, model.initial())
-    assert sent.record.size <= 200  # the retry copy adds RETRY_TOPIC, ORIGIN_MESSAGE_ID, REAL_* ...
-    _state, out = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 1000)
+    state, out = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 1000)
+    assert (
+        is_a(is_a(out, SendBackOk).record, Record).size > 200
+    )  # RETRY_TOPIC, ORIGIN_MESSAGE_ID, REAL_* ...: accepted
+    big = Message("T", b"m", props(UNIQ_KEY="KB", big="x" * 32_700))
+    state, sent = send(model, state, big, 1000)
+    _state, out = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 2000)
     bad = is_a(out, Rejected)
     assert bad.code == Code.SYSTEM_ERROR and bad.remark
 
@@ -662,13 +669,14 @@ def test_the_properties_string_may_be_32767_long(extra: int, accepted: bool) -> 
 
 
 @pytest.mark.parametrize(("extra", "accepted"), [(0, True), (1, False)])
-def test_a_record_may_be_as_long_as_max_message_size(extra: int, accepted: bool) -> None:
-    """§1.3: doAppend's MESSAGE_SIZE_EXCEEDED (msgLen > maxMessageSize) becomes MESSAGE_ILLEGAL."""
+def test_max_message_size_limits_the_body(extra: int, accepted: bool) -> None:
+    """put/message-illegal (4.9.5-4.9.8 MessageExtEncoder.encode): a body longer than maxMessageSize is
+    MESSAGE_ILLEGAL; the whole record may be up to maxMessageSize + 64 KiB, so a body of exactly
+    maxMessageSize is stored although its record is longer."""
     model = Model(BrokerConfig(max_message_size=200))
-    body = b"b" * (200 - 91 - 1 - props_len({"CLUSTER": "DefaultCluster"}) + extra)
-    _state, out = model.send(model.initial(), Message("T", body), 0)
+    _state, out = model.send(model.initial(), Message("T", b"b" * (200 + extra)), 0)
     if accepted:
-        assert is_a(out, SendOk).record.size == 200
+        assert is_a(out, SendOk).record.size == 91 + 200 + 1 + props_len({"CLUSTER": "DefaultCluster"})
     else:
         assert is_a(out, Rejected).code == Code.MESSAGE_ILLEGAL
 
@@ -803,17 +811,26 @@ def test_known_check_rounds_replace_nearby_ticks(rounds: tuple[int, ...], after:
 
 
 def test_a_send_back_the_store_refuses_answers_its_status_name() -> None:
-    """Facts §4.1 step 11: any put status but PUT_OK is SYSTEM_ERROR with the status's name as remark;
-    §1.1 step 6: properties longer than 32,767 are PROPERTIES_SIZE_EXCEEDED in the store."""
+    """Facts §4.1 step 11: any put status but PUT_OK is SYSTEM_ERROR with the status's name as remark.
+    put/message-illegal (4.9.8): DefaultMessageStore.checkMessage refuses a properties string of more than
+    32,767 UTF-16 units as it is before the delay rewrite (MESSAGE_ILLEGAL); the encoder refuses one of more
+    than 32,767 UTF-8 bytes as it is written (PROPERTIES_SIZE_EXCEEDED)."""
     from rmqspec.reference.observations import Rejected, SendOk
     from rmqspec.reference.sendback import SendBack
 
     model = Model(BrokerConfig())
     state = model.initial()
-    # Fits as sent; RETRY_TOPIC, ORIGIN_MESSAGE_ID, DELAY and REAL_* push the copy's string past the limit.
+    # Fits as sent; RETRY_TOPIC and ORIGIN_MESSAGE_ID push the copy's string past 32,767 characters.
     state, sent = model.send(state, Message("T", b"a", props(UNIQ_KEY="U1", big="x" * 32_700)), 0)
     assert isinstance(sent, SendOk)
     state, answer = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 10)
+    assert isinstance(answer, Rejected)
+    assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "MESSAGE_ILLEGAL")
+    # Two bytes per character: half as many characters, and REAL_TOPIC / REAL_QID of the delay rewrite
+    # push the bytes past the limit only in the encoder.
+    state, sent = model.send(state, Message("T", b"a", props(UNIQ_KEY="U2", big="\u00e9" * 16_340)), 20)
+    assert isinstance(sent, SendOk)
+    state, answer = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 30)
     assert isinstance(answer, Rejected)
     assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "PROPERTIES_SIZE_EXCEEDED")
 
