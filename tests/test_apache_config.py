@@ -52,7 +52,7 @@ def test_every_model_default_is_written_out_so_the_broker_cannot_fall_back_to_it
     # Every broker.conf key the model knows, except the two subscription-group settings (checked below).
     assert set(keys) >= set(BROKER_CONF_KEYS) - {"retryMaxTimes", "retryQueueNums"}
     assert keys["transactionCheckInterval"] == "60000"  # the 4.9 default; a 5.x broker's own is 30000
-    assert keys["defaultTopicQueueNums"] == "4"  # the model's; a broker's own default is 8
+    assert keys["defaultTopicQueueNums"] == str(BrokerConfig().default_topic_queue_nums)
     assert keys["brokerPermission"] == "6"
     assert model_keys(BrokerConfig(broker_writable=False))["brokerPermission"] == "4"
 
