@@ -64,6 +64,10 @@ from .scenarios import OPS, Scenario, ScenarioError, broker_config
 # is judged on this scenario's own messages only.
 _EMPTY_CODES = frozenset({Code.TOPIC_NOT_EXIST, Code.PULL_NOT_FOUND, Code.PULL_OFFSET_MOVED})
 _DISPATCHED_READS = frozenset({"pull", "max_offset", "query"})
+# Send answers that mean "stored" (facts §8: the client maps 10, 11 and 12 to send statuses, not errors).
+_STORED_CODES = frozenset(
+    {Code.SUCCESS, Code.FLUSH_DISK_TIMEOUT, Code.SLAVE_NOT_AVAILABLE, Code.FLUSH_SLAVE_TIMEOUT}
+)
 LOGICAL_POLL_MS = 100  # how often a waiting step looks again on a logical clock (RocketMQ polls per 100 ms)
 WALL_POLL_MS = 20
 
@@ -231,6 +235,11 @@ class _Runner:
         return _uniq(self.salt + self.s.id, self.counter)
 
     def commit_log_offset(self, sent: _Sent, i: int) -> int:
+        if sent.response.code not in _STORED_CODES:
+            raise ScenarioError(
+                f"{self.s.id} step {i + 1}: the send of this message was answered "
+                f"{_code_name(sent.response.code)} ({sent.response.remark}), so it has no msgId to use"
+            )
         return _offset_of(
             sent.response.fields.get("msg_id"), f"step {i + 1}: the send response of this message"
         )
