@@ -28,7 +28,8 @@ The language is integer arithmetic (``+ - * // %``, parentheses, ``min``/``max``
 | ``check(m, k)`` | when the ``k``-th check request for ``m`` arrived (ms since start) |
 | ``now`` | when this step starts (ms since start) |
 
-A literal string that starts with ``=`` is written ``==...``.
+A literal string that starts with ``=`` is written ``==...``. Inside a longer string, ``{=EXPR}`` is
+replaced by the value: ``DELAY: "0{=levels}"`` is ``"018"`` on a table of 18 levels.
 
 Pure: nothing here talks to a target. :class:`Needs` names a capability a configuration lacks, so the
 runner can skip with an actionable reason; :class:`ExprError` is an authoring mistake.
@@ -37,6 +38,7 @@ runner can skip with an actionable reason; :class:`ExprError` is an authoring mi
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -120,6 +122,9 @@ _BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
 }
 
 
+_TEMPLATE = re.compile(r"\{=([^{}]*)\}")
+
+
 def is_expr(value: object) -> bool:
     return isinstance(value, str) and value.startswith("=") and not value.startswith("==")
 
@@ -181,6 +186,8 @@ def resolve(value: Any, env: Env) -> Any:
         return evaluate(str(value), env)
     if isinstance(value, str) and value.startswith("=="):
         return value[1:]  # "==x" is the literal string "=x"
+    if isinstance(value, str) and "{=" in value:  # a template: "0{=levels}" is "018" on 18 levels
+        return _TEMPLATE.sub(lambda m: str(evaluate(m.group(1), env)), value)
     if isinstance(value, Mapping):
         return {k: resolve(v, env) for k, v in value.items()}
     if isinstance(value, list | tuple):
