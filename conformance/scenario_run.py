@@ -348,8 +348,10 @@ class _Runner:
                     if "commit_log_offset" in a
                     else self.commit_log_offset(sent, i)
                 )
-            table = int(a.get("table_offset", table))
-            log_offset = int(a.get("commit_log_offset", log_offset))
+            table = int(a.get("table_offset", table)) + int(a.get("table_offset_delta", 0))
+            log_offset = int(a.get("commit_log_offset", log_offset)) + int(
+                a.get("commit_log_offset_delta", 0)
+            )
             return EndTx(
                 EndTransaction(
                     producer_group=str(a.get("group", sent.group)),
@@ -778,8 +780,9 @@ def run_scenario(
     None: the scenario's settings over ``base`` (default: the defaults).
     ``reference`` (a logical-clock target of the model) enables the dry run that wall-clock runs use.
     Never raises: every outcome is a result."""
+    started = time.perf_counter()
     try:
-        return _run_scenario(
+        result = _run_scenario(
             scenario,
             make_target,
             features,
@@ -790,6 +793,7 @@ def run_scenario(
             reference,
             max_wait_ms,
         )
+        return attrs.evolve(result, seconds=time.perf_counter() - started)
     except Exception as e:  # the suite's own bug: reported as unknown, with where, never a crash
         where = traceback.extract_tb(e.__traceback__)[-1]
         return ScenarioResult(
