@@ -146,6 +146,45 @@ class Report:
             return EXIT_UNKNOWN
         return EXIT_PASS
 
+    def summary(self) -> str:
+        """One paragraph for a broker's author: what was judged, what failed first and by which rule."""
+        c = self.counts
+        parts = [
+            f"{self.target}: {len(self.scenarios)} scenarios, {c['pass']} passed, {c['fail']} failed, "
+            f"{c['skip']} skipped, {c['unknown']} unknown, in {self.seconds:.0f} s."
+        ]
+        failed = [r for r in self.scenarios if r.outcome == "fail"]
+        if failed:
+            rules: dict[str, int] = {}
+            for r in failed:
+                for rule in r.failed_rules:
+                    rules[rule] = rules.get(rule, 0) + 1
+            top = ", ".join(
+                f"{rule} ({n})" for rule, n in sorted(rules.items(), key=lambda x: (-x[1], x[0]))[:5]
+            )
+            first = failed[0]
+            f0 = first.failures[0] if first.failures else None
+            parts.append(f"Rules broken, by scenarios: {top}.")
+            if f0 is not None:
+                parts.append(f"First: {first.scenario.id}, step {f0.step} ({f0.operation}): {f0.message}")
+        if c["skip"]:
+            reasons: dict[str, int] = {}
+            for r in self.scenarios:
+                if r.outcome == "skip":
+                    key = r.reason.split(":")[0].split("(")[0].strip()
+                    reasons[key] = reasons.get(key, 0) + 1
+            common = "; ".join(f"{n}× {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])[:3])
+            parts.append(f"Skipped: {common}.")
+        if self.mode == "workload":
+            w = self.workload
+            if w is not None:
+                parts.append(f"Workload of {w.operations} operations: {w.verdict}.")
+        elif self.machine_examples:
+            parts.append(
+                f"State machine ({self.machine_examples} runs): {'pass' if self.machine is None else 'fail'}."
+            )
+        return " ".join(parts)
+
     @property
     def hazards(self) -> dict[str, str]:
         """Hazard rules whose scenarios passed: the target shows the allowed but risky behaviour."""
@@ -167,6 +206,7 @@ class Report:
             "passed": self.passed,
             "exit_code": self.exit_code,
             "counts": self.counts,
+            "summary": self.summary(),
             "seconds": round(self.seconds, 3),
             "settings": self.settings,
             "machine": {"mode": self.mode, "examples": self.machine_examples, "failure": self.machine},

@@ -126,10 +126,17 @@ def _select(scenarios: list[Scenario], wanted: list[str] | None) -> list[Scenari
     return chosen
 
 
+def _out() -> Console:
+    """The console for reports: no wrapping when the output is a log or a pipe (CI), so that ids and
+    messages stay on one line each."""
+    return console if console.is_terminal else Console(soft_wrap=True, width=max(console.width, 200))
+
+
 def _print_report(rep: Report, report: Path | None = None) -> None:
+    out = _out()
     table = Table(title=f"rmqspec conform --target {rep.target}")
     for col in ("rule", "pass", "fail", "skip", "unknown"):
-        table.add_column(col, justify="left" if col == "rule" else "right")
+        table.add_column(col, justify="left" if col == "rule" else "right", no_wrap=col == "rule")
     for rule, counts in rep.by_rule().items():
         fails = counts.get("fail", 0)
         table.add_row(
@@ -139,30 +146,42 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
             str(counts.get("skip", 0)),
             str(counts.get("unknown", 0)),
         )
-    console.print(table)
+    out.print(table)
+    # Failures first (what a broker's author acts on), then what could not be judged, then the skips.
     for r in rep.scenarios:
         if r.outcome == "fail":
-            console.print(f"[red]FAIL[/red] {escape(r.scenario.id)} ({escape(r.scenario.source)})")
+            rules = ", ".join(r.failed_rules)
+            out.print(
+                f"[red]FAIL[/red] {escape(r.scenario.id)} {escape(f'[{rules}]')} ({escape(r.scenario.source)})"
+            )
             for f in r.failures:
-                console.print(f"     step {f.step} ({f.operation}): {escape(f.message)}")
-        elif r.outcome in ("skip", "unknown"):
-            console.print(f"[yellow]{r.outcome.upper()}[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
+                where = f"step {f.step} ({f.operation})" if f.step else f.operation
+                rule = " " + escape(f"[{f.rule}]") if f.rule else ""
+                out.print(f"     {where}{rule}: {escape(f.message)}")
+    for r in rep.scenarios:
+        if r.outcome == "unknown":
+            out.print(f"[yellow]UNKNOWN[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
+    for r in rep.scenarios:
+        if r.outcome == "skip":
+            out.print(f"[dim]SKIP[/dim] {escape(r.scenario.id)}: {escape(r.reason)}")
     for rule, why in rep.hazards.items():
-        console.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
+        out.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
     machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
     if rep.mode == "workload":
-        console.print(f"workload ({rep.machine_examples} operations, history checked at the end): {machine}")
-    else:
-        console.print(
-            f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}"
+        w = rep.workload
+        extra = ""
+        if w is not None and w.restarts:
+            extra = (
+                f"; {w.restarts} broker restarts, {w.acknowledged} messages acknowledged, {w.lost} lost, "
+                f"{w.duplicates_allowed} duplicates (allowed by schedule/restart-redelivery)"
+            )
+        out.print(
+            f"workload ({rep.machine_examples} operations, history checked at the end{extra}): {machine}"
         )
-    c = rep.counts
+    else:
+        out.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
     verdict = {0: "[green]PASS[/green]", 1: "[red]FAIL[/red]", 3: "[yellow]UNKNOWN[/yellow]"}[rep.exit_code]
-    console.print(
-        f"{verdict}: {len(rep.scenarios)} scenarios: {c['pass']} passed, {c['fail']} failed, "
-        f"{c['skip']} skipped, {c['unknown']} unknown, in {rep.seconds:.1f} s"
-        + (f"; report: {report}" if report else "")
-    )
+    out.print(f"{verdict}: {escape(rep.summary())}" + (f" Report: {report}" if report else ""))
 
 
 def mutants_cmd(
