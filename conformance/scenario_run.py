@@ -465,7 +465,7 @@ class _Runner:
             return None
         built = self.build(op, args, i)
         self.system_queue = self.shared and _in_system_queue(built)
-        if op in ("send", "send_half") and "as" in step:
+        if "as" in step:  # at(NAME): when this step ran (a send's name also names its message)
             self.sent_at[str(step["as"])] = self.t.now() - self.t0
         scan = self.shared and isinstance(built, Pull) and built.topic in NOT_ALLOWED_SEND_TOPICS
         resp, problems = self.execute_until(i, op, built, expect, until, scan)

@@ -171,7 +171,9 @@ def catalogue(spec: Spec | None = None) -> list[Scenario]:
     """The whole catalogue: the spec's examples plus the extra scenarios of conformance/catalogue/."""
     from importlib import resources
 
+    spec = spec or load_spec()
     scenarios = spec_scenarios(spec)
+    known = {r.id for r in spec.rules}
     extra_dir = resources.files("rmqspec.conformance") / "catalogue"
     import yaml
 
@@ -180,9 +182,14 @@ def catalogue(spec: Spec | None = None) -> list[Scenario]:
             continue
         docs = yaml.safe_load(entry.read_text(encoding="utf-8")) or []
         for doc in docs:
-            scenarios.append(
-                make_scenario(doc, None, f"catalogue/{entry.name}", f"catalogue/{doc.get('name')}")
-            )
+            made = make_scenario(doc, None, f"catalogue/{entry.name}", f"catalogue/{doc.get('name')}")
+            unknown = [r for r in made.rules if r not in known]
+            if unknown:
+                raise ScenarioError(
+                    f"catalogue/{entry.name}: scenario {made.id} names {', '.join(unknown)}, which no spec "
+                    "file defines"
+                )
+            scenarios.append(made)
     ids = [s.id for s in scenarios]
     dupes = {i for i in ids if ids.count(i) > 1}
     if dupes:
