@@ -43,6 +43,9 @@ class Feature(enum.StrEnum):
     RESTART = "restart"
     HEARTBEAT = "heartbeat"
     CLOCK_SKEW = "clock-skew"  # the suite can step the broker's clock (``skew_clock``); in-process only
+    # The scenario leaves its broker in a state no other scenario may share (a stuck timer, a stray op
+    # message): it runs on a broker of its own, which only a target that starts brokers can give.
+    OWN_BROKER = "own-broker"
 
 
 ALL_FEATURES = frozenset(Feature)

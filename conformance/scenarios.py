@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from rmqspec.reference.config import BROKER_CONF_KEYS, BrokerConfig, ConfigError, Profile
+from rmqspec.reference.config import BROKER_CONF_KEYS, FIVE_ONLY_KEYS, BrokerConfig, ConfigError, Profile
 
 from .contract import Feature
 from .specdoc import Spec, load_spec
@@ -105,6 +105,10 @@ def broker_config(
             kwargs["profile"] = Profile(profile)
         except ValueError:
             raise ScenarioError(f"unknown profile {profile!r} (known: 4.9, 5.x)") from None
+    five_only = sorted(set(config) & FIVE_ONLY_KEYS)
+    line = kwargs.get("profile", base.profile if base is not None else Profile.V4_9)
+    if five_only and line is not Profile.V5:
+        raise ScenarioError(f'{five_only[0]} is a 5.x setting: the scenario needs profile: "5.x"')
     try:
         return attrs.evolve(base, **kwargs) if base is not None else BrokerConfig(**kwargs)
     except (ConfigError, TypeError) as e:

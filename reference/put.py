@@ -5,12 +5,14 @@ from __future__ import annotations
 import attrs
 from pyrsistent import pvector
 
+from . import timer as _timer
 from .constants import (
     HALF_TOPIC,
     PERM_RW,
     PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     TRANSACTION_NOT_TYPE,
     Code,
     Prop,
@@ -147,8 +149,8 @@ def store_put(
 
     4.9.8: ``DefaultMessageStore.asyncPutMessage`` (checkMessage), then ``CommitLog.asyncPutMessage`` (the
     delay rewrite) and ``MessageExtEncoder.encode``. 5.5.0: the put hooks (``HookUtils.checkBeforePutMessage``,
-    ``handleScheduleMessage``; the timer hook sits there too, before the delay rewrite, and is not modelled),
-    then the commit log. rule: put/delay-eligibility, put/message-illegal
+    ``handleScheduleMessage``, whose timer part comes before the delay rewrite: ``timer.put_hook``),
+    then the commit log. rule: put/delay-eligibility, put/message-illegal, timer/timer-message
     """
     cfg = state.config
     refused = sem.store_refuses(
@@ -161,6 +163,11 @@ def store_put(
         level = parse_delay(inner.properties)
         if isinstance(level, Rejected):
             return level
+        if level <= 0 and sem.has_timer() and inner.topic != TIMER_TOPIC:
+            timed = _timer.put_hook(inner, now, sem, state)  # 5.x: before the delay rewrite
+            if isinstance(timed, Rejected):
+                return timed
+            inner = timed
         if sem.delay_eligible(tran_type, level):
             inner = delay_rewrite(inner, level, cfg.max_delay_level, sem)
     stored = inner.stored_properties()
@@ -179,7 +186,8 @@ def delay_rewrite(inner: Inner, level: int, max_level: int, sem: Semantics) -> I
     value stays as it was sent ("+3", "03"). rule: put/delay-clamp, put/delay-schedule-queue
     """
     clamped = sem.clamp_delay_level(level, max_level)
-    props = sem.delay_props(inner.properties)  # 5.x: the timer properties leave (checkIfTimerMessage)
+    # 5.x: the timer properties leave (checkIfTimerMessage), except in the timer topic, which skips that check
+    props = sem.delay_props(inner.properties) if inner.topic != TIMER_TOPIC else inner.properties
     new_props = with_props(
         props,
         DELAY=str(clamped) if clamped != level else props.get(Prop.DELAY),
@@ -368,7 +376,7 @@ def send(
                 f"the broker[{cfg.store_host[0]}] sending transaction message is forbidden",
                 "put/reject-transaction-message",
             )
-        inner = half_message(inner)
+        inner = half_message(inner)  # rule: timer/transactional: type NOT now, so the timer hook takes it
         state = ensure_topic(state, HALF_TOPIC, 1)
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):

@@ -11,12 +11,13 @@ import immutables
 from pyrsistent import pvector
 from pyrsistent.typing import PVector
 
-from .config import BrokerConfig
+from .config import BrokerConfig, Profile
 from .constants import (
     DEFAULT_TOPIC,
     PERM_RW,
     SCHEDULE_QUEUE_NUM,
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
 )
 from .records import CQEntry, Props, QueueKey, Record
 
@@ -70,6 +71,40 @@ class Store:
 
 
 @attrs.frozen
+class WheelEntry:
+    """One entry of the timer wheel (a TimerLog unit): which timer record, when the timer read it.
+
+    ``enqueue_ms`` is the timer's write time when it read the record (``currWriteTimeMs``, a multiple of
+    the precision): it becomes the delivered copy's ``TIMER_ENQUEUE_MS``. ``roll``: the entry only moves the
+    message nearer (MAGIC_ROLL); ``delete``: the record is a cancel marker (MAGIC_DELETE). rule: timer/roll
+    """
+
+    commit_log_offset: int
+    enqueue_ms: int
+    roll: bool = False
+    delete: bool = False
+
+
+@attrs.frozen
+class TimerState:
+    """The 5.x timer (``TimerMessageStore``): how far it has read the timer queue, and its wheel.
+
+    ``wheel`` maps a slot's time (a multiple of the precision) to its entries in the order they were
+    written; a slot is read, and emptied, once the write time has passed it. ``checkpoint`` is the state
+    the last flush saved (``timercheck``, ``timerwheel``, ``timerlog``): a restart comes back to it.
+    rule: timer/due-time, timer/restart
+    """
+
+    enqueued: int = 0  # entries of the timer queue read so far (currQueueOffset)
+    wheel: immutables.Map[int, tuple[WheelEntry, ...]] = attrs.field(factory=immutables.Map)
+    checkpoint: TimerState | None = None
+
+    def saved(self) -> TimerState:
+        """This state as the flush saves it."""
+        return attrs.evolve(self, checkpoint=None)
+
+
+@attrs.frozen
 class BrokerState:
     """Everything a broker remembers. A value: transitions return a new one."""
 
@@ -82,6 +117,7 @@ class BrokerState:
     producers: immutables.Map[str, int] = attrs.field(factory=immutables.Map)  # group -> connections
     tx_half_offset: int = 0  # committed offsets of CID_RMQ_SYS_TRANS on the half and op queues
     tx_op_offset: int = 0
+    timer: TimerState = attrs.field(factory=TimerState)
 
     def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
         return attrs.evolve(self, topics=self.topics.set(topic, config))
@@ -89,16 +125,17 @@ class BrokerState:
 
 def initial_state(config: BrokerConfig) -> BrokerState:
     """A fresh broker: the default topic TBW102 (defaultTopicQueueNums queues, 8 by default) and
-    SCHEDULE_TOPIC_XXXX (18 queues) exist. rule: config/defaults
+    SCHEDULE_TOPIC_XXXX (18 queues) exist; on 5.x with the timer on, its topic rmq_sys_wheel_timer (one
+    queue) too. rule: config/defaults, timer/rewrite
     """
     tbw = config.default_topic_queue_nums
-    topics: immutables.Map[str, TopicConfig] = immutables.Map(
-        {
-            DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
-            SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
-        }
-    )
-    return BrokerState(config=config, topics=topics)
+    topics: dict[str, TopicConfig] = {
+        DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
+        SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
+    }
+    if config.profile is Profile.V5 and config.timer_wheel_enable:  # TopicConfigManager (5.x)
+        topics[TIMER_TOPIC] = TopicConfig(1, 1)
+    return BrokerState(config=config, topics=immutables.Map(topics))
 
 
 def store_append(store: Store, record: Record) -> Store:
