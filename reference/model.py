@@ -218,7 +218,7 @@ class Model:
         return _schedule.persist_offsets(state)
 
     def restart(self, state: BrokerState) -> BrokerState:
-        return _timer.restart(_schedule.restart(state, self.semantics))
+        return _timer.restart(_schedule.restart(state, self.semantics), self.semantics)
 
     def next_check_time(self, after: int) -> int:
         """The first check-service run strictly after ``after``. rule: transaction/check-interval"""

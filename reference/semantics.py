@@ -8,6 +8,8 @@ around it stay the reference's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import topics
 from .constants import (
     INNER_BATCH,
@@ -24,6 +26,9 @@ from .constants import (
 from .javanum import parse_int, parse_long
 from .properties import encode_properties
 from .records import Props
+
+if TYPE_CHECKING:
+    from .state import TimerState
 
 
 def _utf16_len(text: str) -> int:
@@ -530,6 +535,27 @@ class Semantics:
 
     def timer_roll_target(self, out_ms: int, write: int, slots: int, precision: int) -> tuple[int, bool]:
         return timer_roll_target(out_ms, write, slots, precision)
+
+    def timer_past(self, deliver: int, now: int) -> bool:
+        """A deliver time not after now is no timer at all: stored at once. rule: timer/past-deliver-time"""
+        return deliver <= now
+
+    def timer_real(self, props: Props, topic: str, queue_id: int) -> tuple[str, str]:
+        """REAL_TOPIC and REAL_QID of the timer record: the message's own topic and queue, whatever it
+        carried (a half message's are the half topic's by then). rule: timer/rewrite, timer/transactional"""
+        return topic, str(queue_id)
+
+    def timer_queue(self, queue_id: int) -> int:
+        """The timer topic's queue: 0. rule: timer/rewrite"""
+        return 0
+
+    def timer_skips_unreadable(self) -> bool:
+        """``timerSkipUnknownError`` is false: an unreadable record stops the timer. rule: timer/stuck"""
+        return False
+
+    def timer_after_restart(self, checkpoint: TimerState, current: TimerState) -> TimerState:
+        """What the timer comes back to: its last checkpoint. rule: timer/restart"""
+        return checkpoint
 
     def timer_cancelled(self, uniq_key: str | None, cancelled: set[str]) -> bool:
         """A message of a slot whose UNIQ_KEY a cancel marker of the same slot names is not put.

@@ -66,7 +66,7 @@ def put_hook(inner: Inner, now: int, sem: Semantics, config_state: BrokerState) 
     deliver = sem.timer_deliver_ms(props, now)
     if deliver is None:
         return illegal(cfg.timer_max_delay_sec, "timer/deliver-time")
-    if deliver <= now:
+    if sem.timer_past(deliver, now):
         # rule: timer/past-deliver-time: stored as it is, at once; a cancel marker must be in the future
         if Prop.TIMER_DEL_UNIQKEY in props:
             return illegal(cfg.timer_max_delay_sec, "timer/past-deliver-time")
@@ -76,13 +76,12 @@ def put_hook(inner: Inner, now: int, sem: Semantics, config_state: BrokerState) 
     out_ms = sem.timer_round(deliver, cfg.timer_precision_ms)
     # WHEEL_TIMER_FLOW_CONTROL (isReject) needs more than timerCongestNumEachSlot (Integer.MAX_VALUE by
     # default, not a setting of the model) entries in one slot: never here.
+    real_topic, real_qid = sem.timer_real(props, inner.topic, inner.queue_id)
     return attrs.evolve(
         inner,
         topic=TIMER_TOPIC,
-        queue_id=0,
-        properties=with_props(
-            props, TIMER_OUT_MS=str(out_ms), REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id)
-        ),
+        queue_id=sem.timer_queue(inner.queue_id),
+        properties=with_props(props, TIMER_OUT_MS=str(out_ms), REAL_TOPIC=real_topic, REAL_QID=real_qid),
         stored=None,  # the properties string is rebuilt from the map
         props_bytes=None,
     )
@@ -127,6 +126,9 @@ def enqueue(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, 
             continue
         out_ms = parse_long(record.properties.get(Prop.TIMER_OUT_MS))
         if out_ms is None:
+            if sem.timer_skips_unreadable():
+                offset += 1
+                continue
             break  # rule: timer/stuck: the timer reads no further, now or later
         offset += 1
         if out_ms < write:
@@ -282,13 +284,13 @@ def flush(state: BrokerState) -> BrokerState:
     return attrs.evolve(state, timer=attrs.evolve(state.timer, checkpoint=state.timer.saved()))
 
 
-def restart(state: BrokerState) -> BrokerState:
+def restart(state: BrokerState, sem: Semantics) -> BrokerState:
     """A restart: the timer comes back to its last flush. What it read from the timer queue after that is
     read again, and the slots it read after that are read again: their messages may be delivered twice.
     rule: timer/restart
     """
     cp = state.timer.checkpoint
-    back = cp if cp is not None else TimerState()
+    back = sem.timer_after_restart(cp if cp is not None else TimerState(), state.timer)
     return attrs.evolve(state, timer=attrs.evolve(back, checkpoint=back.saved()))
 
 
