@@ -68,7 +68,10 @@ class BrokerConfig:
     profile: Profile = Profile.V4_9
     transaction_timeout_ms: int = 6000
     transaction_check_max: int = 15
-    transaction_check_interval_ms: int = 60_000
+    # 60 s on 4.9.8; 30 s from 5.1.1 (the 5.x profile, 5.5.0). rule: transaction/check-interval
+    transaction_check_interval_ms: int = attrs.field(
+        default=attrs.Factory(lambda self: 30_000 if self.profile is Profile.V5 else 60_000, takes_self=True)
+    )
     file_reserved_time_h: int = 72
     max_message_size: int = 4 * 1024 * 1024
     reject_transaction_message: bool = False
