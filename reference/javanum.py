@@ -25,7 +25,7 @@ def _digit(c: str) -> int | None:
     # Character.digit(c, 10): the character's decimal digit value (Unicode category Nd), else -1.
     if unicodedata.category(c) != "Nd":
         return None
-    return unicodedata.decimal(c, None)
+    return unicodedata.decimal(c)  # every Nd character has one (no default: CrossHair's shim takes none)
 
 
 def _parse(text: str | None, lo: int, hi: int) -> int | None:
