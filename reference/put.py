@@ -368,7 +368,7 @@ def send(
                 f"the broker[{cfg.store_host[0]}] sending transaction message is forbidden",
                 "put/reject-transaction-message",
             )
-        inner = half_message(inner)
+        inner = half_message(inner, sem)
         state = ensure_topic(state, HALF_TOPIC, 1)
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):
@@ -379,17 +379,18 @@ def send(
     )
 
 
-def half_message(inner: Inner) -> Inner:
+def half_message(inner: Inner, sem: Semantics) -> Inner:
     """parseHalfMessageInner: REAL_TOPIC / REAL_QID, sysFlag reset to NOT, half topic queue 0.
 
     rule: transaction/half-message
     """
+    real = with_props(inner.properties, REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id))
     return attrs.evolve(
         inner,
         topic=HALF_TOPIC,
         queue_id=0,
         sys_flag=reset_transaction_value(inner.sys_flag, TRANSACTION_NOT_TYPE),
-        properties=with_props(inner.properties, REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id)),
+        properties=sem.half_properties(real),
         stored=None,  # the properties string is rebuilt from the map
     )
 

@@ -6,6 +6,8 @@ make every update O(log n): no transition copies the commit log or a consume que
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import immutables
 from pyrsistent import pvector
@@ -19,6 +21,9 @@ from .constants import (
     SCHEDULE_TOPIC,
 )
 from .records import CQEntry, Props, QueueKey, Record
+
+if TYPE_CHECKING:
+    from .transaction import CheckRun
 
 _EMPTY_CQ: PVector[CQEntry] = pvector()
 
@@ -82,6 +87,14 @@ class BrokerState:
     producers: immutables.Map[str, int] = attrs.field(factory=immutables.Map)  # group -> connections
     tx_half_offset: int = 0  # committed offsets of CID_RMQ_SYS_TRANS on the half and op queues
     tx_op_offset: int = 0
+    # The transaction check service (reference/transaction.py): a run that waits inside its loop, and when
+    # the last run ended (the next one starts transactionCheckInterval later).
+    tx_run: CheckRun | None = None
+    tx_last_run_end: int | None = None
+    # 5.x op batch service: entries "<offset>," not yet written, and when the last op was written (None
+    # until the first END_TRANSACTION creates the queue's context).
+    tx_op_pending: tuple[str, ...] = ()
+    tx_op_last_write: int | None = None
 
     def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
         return attrs.evolve(self, topics=self.topics.set(topic, config))
