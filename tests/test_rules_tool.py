@@ -232,3 +232,15 @@ def test_version_and_help() -> None:
     result = runner.invoke(app, ["rules", "--help"])
     assert result.exit_code == 0
     assert "--check" in result.output
+
+
+def test_a_path_segment_is_not_a_rule_citation() -> None:
+    """A Source line cites broker/src/main/java/.../broker/transaction/queue/...: no rule transaction/queue."""
+    from rmqspec.conformance.specdoc import citation_pattern
+
+    pattern = citation_pattern(["transaction", "put"])
+    text = "`broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/X.java`; rule: put/delay-clamp"
+    assert [m.group(0) for m in pattern.finditer(text)] == ["put/delay-clamp"]
+    assert [m.group(0) for m in pattern.finditer("see transaction/check-timeout.")] == [
+        "transaction/check-timeout"
+    ]
