@@ -32,7 +32,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from rmqspec.conformance.contract import CheckEvent, Clock, Feature, Response, TargetError, TargetInfo
+from rmqspec.conformance.contract import (
+    LOGICAL_ONLY,
+    CheckEvent,
+    Clock,
+    Feature,
+    Response,
+    TargetError,
+    TargetInfo,
+)
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.constants import DLQ_PREFIX, RETRY_PREFIX, Code, Prop, TxAction
 from rmqspec.reference.model import (
@@ -212,7 +220,7 @@ class RemotingTarget:
     @staticmethod
     def features_of(profile: TargetProfile) -> frozenset[Feature]:
         """What a broker over the wire offers: everything but clock skew and restart, less ``lacks``."""
-        return frozenset(Feature) - {Feature.CLOCK_SKEW, Feature.RESTART} - profile.lacks
+        return frozenset(Feature) - LOGICAL_ONLY - {Feature.RESTART} - profile.lacks
 
     # --- connections ---------------------------------------------------------------------------------
 
