@@ -239,6 +239,13 @@ class Semantics:
         """REAL_QID keeps the original queue. rule: put/delay-schedule-queue"""
         return str(queue_id)
 
+    def undeliverable_head_blocks(self) -> bool:
+        """A head whose copy cannot be built stays the next poll's start (4.9.3-4.9.8), blocking its level.
+
+        rule: schedule/fifo-per-level
+        """
+        return True
+
     def delivered_stored(self, stored: Props) -> Props:
         """The delivered copy's stored properties: the schedule copy's own (4.9.x). rule: schedule/delivered-copy"""
         return stored
@@ -325,6 +332,10 @@ class V5Semantics(Semantics):
     def batch_rejects_retry_topic(self) -> bool:
         # rule: batch/broker-illegal (5.x: a %RETRY% batch is MESSAGE_ILLEGAL)
         return True
+
+    def undeliverable_head_blocks(self) -> bool:
+        # rule: schedule/fifo-per-level (5.0.0-5.5.0: nextOffset is set before messageTimeUp throws)
+        return False
 
     def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
         # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))
