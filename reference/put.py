@@ -140,17 +140,18 @@ def store_put(
         return level
     if sem.delay_eligible(tran_type, level):
         # rule: put/delay-clamp, put/delay-schedule-queue
-        level = sem.clamp_delay_level(level, cfg.max_delay_level)
+        clamped = sem.clamp_delay_level(level, cfg.max_delay_level)
         new_props = with_props(
             inner.properties,
-            DELAY=str(level),
+            # setDelayTimeLevel only when clamped: otherwise the sender's string stays (schedule/delivered-copy)
+            DELAY=str(clamped) if clamped != level else inner.properties.get(Prop.DELAY),
             REAL_TOPIC=inner.topic,
             REAL_QID=sem.real_qid(inner.queue_id),
         )
         inner = attrs.evolve(
             inner,
             topic=SCHEDULE_TOPIC,
-            queue_id=sem.schedule_queue_id(level),
+            queue_id=sem.schedule_queue_id(clamped),
             properties=new_props,
             stored=None,  # the properties string is rebuilt from the map
         )
