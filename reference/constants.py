@@ -79,6 +79,9 @@ class Prop:
     TRACE_ON: Final = "TRACE_ON"
 
 
+SYS_CONSUMER_GROUP_PREFIX: Final = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: always auto-created
+
+
 # --- response codes (facts §8) -------------------------------------------------------------------------
 class Code(enum.IntEnum):
     SUCCESS = 0
@@ -99,6 +102,7 @@ class Code(enum.IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29  # 5.3.2 on (apache/rocketmq #9028), e.g. a pull's queue id out of range
     FLOW_CONTROL = 215
     ILLEGAL_OPERATION = 604
 

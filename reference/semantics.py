@@ -316,6 +316,25 @@ class Semantics:
         """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
         return Code.PULL_NOT_FOUND
 
+    def creatable_group_name(self, group: str) -> bool:
+        """4.9.x auto-creates a group of any name. rule: sendback/group-lookup"""
+        return True
+
+    def pull_queue_illegal_code(self) -> Code:
+        """A pull's queue id outside [0, readQueueNums) is SYSTEM_ERROR (4.9.x). rule: pull/queue-id-range"""
+        return Code.SYSTEM_ERROR
+
+    def negative_batch_fails(self) -> bool:
+        """4.9.2-4.9.8 size the result list with maxMsgNums: a negative one throws. rule: pull/found"""
+        return True
+
+    def faq_url(self) -> str:
+        """FAQUrl's address in remarks (4.9.x). rule: pull/unknown-topic, sendback/group-lookup"""
+        return "http://rocketmq.apache.org/docs/faq/"
+
+
+_VALID_NAME_CHARS = frozenset("%|-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
 
 class V5Semantics(Semantics):
     """The 5.x profile's differences (facts §4.4, §5.4)."""
@@ -336,6 +355,22 @@ class V5Semantics(Semantics):
     def undeliverable_head_blocks(self) -> bool:
         # rule: schedule/fifo-per-level (5.0.0-5.5.0: nextOffset is set before messageTimeUp throws)
         return False
+
+    def creatable_group_name(self, group: str) -> bool:
+        # rule: sendback/group-lookup (5.4.0-5.5.0: TopicValidator.validateGroup before auto-create)
+        return 0 < len(group) <= 120 and all(c in _VALID_NAME_CHARS for c in group)
+
+    def pull_queue_illegal_code(self) -> Code:
+        # rule: pull/queue-id-range (5.3.2-5.5.0: INVALID_PARAMETER, apache/rocketmq #9028)
+        return Code.INVALID_PARAMETER
+
+    def negative_batch_fails(self) -> bool:
+        # rule: pull/found (5.0.0-5.5.0: new GetMessageResult() has a fixed capacity)
+        return False
+
+    def faq_url(self) -> str:
+        # rule: pull/unknown-topic, sendback/group-lookup (5.1.0-5.5.0: FAQUrl.DEFAULT_FAQ_URL)
+        return "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 
     def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
         # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))

@@ -311,6 +311,7 @@ class Server:
             _int(e, "queueOffset"),
             _int(e, "maxMsgNums", default=32),
             _str(e, "consumerGroup"),
+            client=peer,  # the remark of pull/queue-id-range names the connection's address
         )
         r = self._run(op)
         if "next_begin_offset" not in r.fields:
