@@ -578,7 +578,7 @@ def test_pull_statuses_and_offsets() -> None:
         (1, 5): (Code.PULL_OFFSET_MOVED, PullStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0),
         (0, 0): (Code.SUCCESS, PullStatus.FOUND, 2, 0, 2),
         (0, 2): (Code.PULL_NOT_FOUND, PullStatus.OFFSET_OVERFLOW_ONE, 2, 0, 2),
-        (0, 5): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, 2, 0, 2),  # next = maxOffset (4.9.4+)
+        (0, 5): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, 2, 0, 2),  # next: maxOffset
         (0, -1): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_TOO_SMALL, 0, 0, 2),
     }
     for (queue, offset), expected in cases.items():
