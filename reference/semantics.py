@@ -8,6 +8,8 @@ around it stay the reference's.
 
 from __future__ import annotations
 
+import unicodedata
+
 from .constants import (
     NOT_ALLOWED_SEND_TOPICS,
     TRANSACTION_COMMIT_TYPE,
@@ -16,6 +18,25 @@ from .constants import (
     Code,
 )
 from .records import Props
+
+_JAVA_WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
+_NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
+
+
+def java_is_blank(text: str | None) -> bool:
+    """UtilAll.isBlank / StringUtils.isBlank: null, empty or only ``Character.isWhitespace`` characters.
+
+    isWhitespace is a Unicode space, line or paragraph separator other than the no-break spaces, or one
+    of nine controls; Python's ``str.isspace`` differs (it counts U+00A0 and U+0085). rule:
+    sendback/origin-message-id
+    """
+    if not text:
+        return True
+    return all(
+        c in _JAVA_WHITESPACE_CONTROLS
+        or (unicodedata.category(c) in ("Zs", "Zl", "Zp") and c not in _NO_BREAK_SPACES)
+        for c in text
+    )
 
 
 def clamp_delay_level(level: int, max_level: int) -> int:
@@ -263,7 +284,7 @@ class Semantics:
 
         rule: sendback/origin-message-id
         """
-        return existing if existing and existing.strip() else offset_msg_id
+        return offset_msg_id if java_is_blank(existing) or existing is None else existing
 
     def honours_header_max(self, version: int) -> bool:
         """The header's maxReconsumeTimes counts from version V3_4_9 (121). rule: sendback/max-reconsume-times"""
@@ -324,6 +345,12 @@ class Semantics:
         """A pull's queue id outside [0, readQueueNums) is SYSTEM_ERROR (4.9.x). rule: pull/queue-id-range"""
         return Code.SYSTEM_ERROR
 
+    def checks_properties_chars(self) -> bool:
+        """4.9.x's store refuses a properties string over 32767 UTF-16 units before the delay rewrite
+        (MESSAGE_ILLEGAL). rule: sendback/through-schedule, put/message-illegal
+        """
+        return True
+
     def negative_batch_fails(self) -> bool:
         """4.9.2-4.9.8 size the result list with maxMsgNums: a negative one throws. rule: pull/found"""
         return True
@@ -363,6 +390,10 @@ class V5Semantics(Semantics):
     def pull_queue_illegal_code(self) -> Code:
         # rule: pull/queue-id-range (5.3.2-5.5.0: INVALID_PARAMETER, apache/rocketmq #9028)
         return Code.INVALID_PARAMETER
+
+    def checks_properties_chars(self) -> bool:
+        # rule: sendback/through-schedule (5.0.0-5.5.0: only the encoder's byte limit, after the rewrite)
+        return False
 
     def negative_batch_fails(self) -> bool:
         # rule: pull/found (5.0.0-5.5.0: new GetMessageResult() has a fixed capacity)
