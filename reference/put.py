@@ -140,6 +140,15 @@ def store_put(
         return Rejected(
             Code.MESSAGE_ILLEGAL, "message topic length too long", "put/message-illegal", "MESSAGE_ILLEGAL"
         )
+    given = encode_properties(inner.stored_properties())
+    if sem.checks_properties_chars() and _java_length(given) > PROPERTIES_MAX_LENGTH:
+        # 4.9.x DefaultMessageStore.checkMessage, before the schedule rewrite (sendback/through-schedule)
+        return Rejected(
+            Code.MESSAGE_ILLEGAL,
+            "message properties length too long",
+            "put/message-illegal",
+            "MESSAGE_ILLEGAL",
+        )
     tran_type = transaction_value(inner.sys_flag)
     level = parse_delay(inner.properties)
     if isinstance(level, Rejected):
@@ -175,6 +184,11 @@ def store_put(
             Code.MESSAGE_ILLEGAL, "message size exceeded", "put/message-illegal", "MESSAGE_ILLEGAL"
         )
     return append(state, inner, now, sem)
+
+
+def _java_length(text: str) -> int:
+    """String.length(): UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[BrokerState, Record]:

@@ -804,8 +804,11 @@ def test_known_check_rounds_replace_nearby_ticks(rounds: tuple[int, ...], after:
 
 
 def test_a_send_back_the_store_refuses_answers_its_status_name() -> None:
-    """Facts §4.1 step 11: any put status but PUT_OK is SYSTEM_ERROR with the status's name as remark;
-    §1.1 step 6: properties longer than 32,767 are PROPERTIES_SIZE_EXCEEDED in the store."""
+    """Facts §4.1 step 11: any put status but PUT_OK is SYSTEM_ERROR with the status's name as remark.
+    The copy's string is over 32,767 characters as the send-back built it, so 4.9.8's
+    DefaultMessageStore.checkMessage refuses it as MESSAGE_ILLEGAL before the schedule rewrite (the
+    facts' PROPERTIES_SIZE_EXCEEDED is the encoder's status, reached only by a string that passes
+    checkMessage; tests/test_audit_sendback.py has both boundaries)."""
     from rmqspec.reference.observations import Rejected, SendOk
     from rmqspec.reference.sendback import SendBack
 
@@ -816,7 +819,7 @@ def test_a_send_back_the_store_refuses_answers_its_status_name() -> None:
     assert isinstance(sent, SendOk)
     state, answer = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 10)
     assert isinstance(answer, Rejected)
-    assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "PROPERTIES_SIZE_EXCEEDED")
+    assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "MESSAGE_ILLEGAL")
 
 
 def test_a_check_count_that_is_not_an_integer_reads_as_minus_one() -> None:
