@@ -106,6 +106,16 @@ def test_send_back_refusals_carry_rocketmqs_remarks() -> None:
     )
 
 
+def test_a_retry_send_to_an_unknown_group_carries_the_same_remark() -> None:
+    """handleRetryAndDLQ (4.9.8): 'subscription group not exist, ' + groupName + ' ' + suggestTodo."""
+    off = Model(BrokerConfig(auto_create_subscription_group=False))
+    _s, out = off.send(off.initial(), Message("%RETRY%G", b"x", reconsume_times=1), 0)
+    assert (is_a(out, Rejected).code, out.remark) == (
+        Code.SUBSCRIPTION_GROUP_NOT_EXIST,
+        "subscription group not exist, G " + FAQ,
+    )
+
+
 @pytest.mark.parametrize(
     ("group", "created"),
     [("g" * 120, True), ("g" * 121, False), ("bad group", False), ("a.b", False), ("%|-_Az09", True)],
