@@ -90,7 +90,7 @@ def to_response(obs: Observation) -> Response:
         case PullResult():
             return Response(
                 int(obs.code),
-                None,
+                obs.status.value,  # PullMessageProcessor: remark = GetMessageStatus name (pull/status-codes)
                 {
                     "next_begin_offset": obs.next_begin_offset,
                     "min_offset": obs.min_offset,

@@ -67,6 +67,7 @@ class Pull:
     offset: int
     max_msgs: int = 32
     group: str = "CG"
+    client: tuple[str, int] = _pull.DEFAULT_CLIENT  # the consumer's address (remarks name it)
 
 
 @attrs.frozen
@@ -169,8 +170,9 @@ class Model:
         offset: int,
         max_msgs: int = 32,
         group: str = "CG",
+        client: tuple[str, int] = _pull.DEFAULT_CLIENT,
     ) -> PullResult | Rejected:
-        return _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics.overflow_one_code())
+        return _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics, client)
 
     def heartbeat(self, state: BrokerState, group: str, online: bool = True) -> BrokerState:
         """Register (online) or drop (offline) one producer connection of ``group``."""
@@ -295,8 +297,8 @@ class Model:
                 return self.send(state, m, now, c)
             case SendBatch(batch=b, queue_choice=c):
                 return self.send_batch(state, b, now, c)
-            case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g):
-                return state, self.pull(state, t, q, o, n, g)
+            case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g, client=c):
+                return _pull.pull_request(state, g, t, q, o, n, self.semantics, c)  # may create the group
             case ConsumerSendBack(request=r, queue_choice=c):
                 return self.send_back(state, r, now, c)
             case EndTx(request=r):

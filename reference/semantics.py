@@ -8,6 +8,8 @@ around it stay the reference's.
 
 from __future__ import annotations
 
+import unicodedata
+
 from . import topics
 from .constants import (
     HALF_TOPIC,
@@ -25,6 +27,25 @@ from .constants import (
 from .javanum import parse_int, parse_long
 from .properties import encode_properties
 from .records import Props
+
+_JAVA_WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
+_NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
+
+
+def java_is_blank(text: str | None) -> bool:
+    """UtilAll.isBlank / StringUtils.isBlank: null, empty or only ``Character.isWhitespace`` characters.
+
+    isWhitespace is a Unicode space, line or paragraph separator other than the no-break spaces, or one
+    of nine controls; Python's ``str.isspace`` differs (it counts U+00A0 and U+0085). rule:
+    sendback/origin-message-id
+    """
+    if not text:
+        return True
+    return all(
+        c in _JAVA_WHITESPACE_CONTROLS
+        or (unicodedata.category(c) in ("Zs", "Zl", "Zp") and c not in _NO_BREAK_SPACES)
+        for c in text
+    )
 
 
 def _utf16_len(text: str) -> int:
@@ -392,6 +413,13 @@ class Semantics:
         """REAL_QID keeps the original queue. rule: put/delay-schedule-queue"""
         return str(queue_id)
 
+    def undeliverable_head_blocks(self) -> bool:
+        """A head whose copy cannot be built stays the next poll's start (4.9.3-4.9.8), blocking its level.
+
+        rule: schedule/fifo-per-level
+        """
+        return True
+
     def delivered_stored(self, stored: Props) -> Props:
         """The delivered copy's stored properties: the schedule copy's own (4.9.x). rule: schedule/delivered-copy"""
         return stored
@@ -409,7 +437,7 @@ class Semantics:
 
         rule: sendback/origin-message-id
         """
-        return existing if existing and existing.strip() else offset_msg_id
+        return offset_msg_id if java_is_blank(existing) or existing is None else existing
 
     def honours_header_max(self, version: int) -> bool:
         """The header's maxReconsumeTimes counts from version V3_4_9 (121). rule: sendback/max-reconsume-times"""
@@ -475,6 +503,25 @@ class Semantics:
     def overflow_one_code(self) -> Code:
         """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
         return Code.PULL_NOT_FOUND
+
+    def creatable_group_name(self, group: str) -> bool:
+        """4.9.x auto-creates a group of any name. rule: sendback/group-lookup"""
+        return True
+
+    def pull_queue_illegal_code(self) -> Code:
+        """A pull's queue id outside [0, readQueueNums) is SYSTEM_ERROR (4.9.x). rule: pull/queue-id-range"""
+        return Code.SYSTEM_ERROR
+
+    def negative_batch_fails(self) -> bool:
+        """4.9.2-4.9.8 size the result list with maxMsgNums: a negative one throws. rule: pull/found"""
+        return True
+
+    def faq_url(self) -> str:
+        """FAQUrl's address in remarks (4.9.x). rule: pull/unknown-topic, sendback/group-lookup"""
+        return "http://rocketmq.apache.org/docs/faq/"
+
+
+_VALID_NAME_CHARS = frozenset("%|-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 TRANSACTION_ID_PROP = "__transactionId__"  # TransactionalMessageUtil.TRANSACTION_ID (5.1.0+)
@@ -637,6 +684,26 @@ class V5Semantics(Semantics):
         # rule: transaction/half-message (5.1.0+: __transactionId__ = UNIQ_KEY when it is not empty)
         uniq = properties.get(Prop.UNIQ_KEY)
         return properties.set(TRANSACTION_ID_PROP, uniq) if uniq else properties
+
+    def undeliverable_head_blocks(self) -> bool:
+        # rule: schedule/fifo-per-level (5.0.0-5.5.0: nextOffset is set before messageTimeUp throws)
+        return False
+
+    def creatable_group_name(self, group: str) -> bool:
+        # rule: sendback/group-lookup (5.4.0-5.5.0: TopicValidator.validateGroup before auto-create)
+        return 0 < len(group) <= 120 and all(c in _VALID_NAME_CHARS for c in group)
+
+    def pull_queue_illegal_code(self) -> Code:
+        # rule: pull/queue-id-range (5.3.2-5.5.0: INVALID_PARAMETER, apache/rocketmq #9028)
+        return Code.INVALID_PARAMETER
+
+    def negative_batch_fails(self) -> bool:
+        # rule: pull/found (5.0.0-5.5.0: new GetMessageResult() has a fixed capacity)
+        return False
+
+    def faq_url(self) -> str:
+        # rule: pull/unknown-topic, sendback/group-lookup (5.1.0-5.5.0: FAQUrl.DEFAULT_FAQ_URL)
+        return "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 
 
 REFERENCE = Semantics()

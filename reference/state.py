@@ -13,9 +13,11 @@ import immutables
 from pyrsistent import pvector
 from pyrsistent.typing import PVector
 
-from .config import BrokerConfig
+from .config import BrokerConfig, Profile
 from .constants import (
     DEFAULT_TOPIC,
+    HALF_TOPIC,
+    OP_TOPIC,
     PERM_RW,
     SCHEDULE_QUEUE_NUM,
     SCHEDULE_TOPIC,
@@ -102,16 +104,18 @@ class BrokerState:
 
 def initial_state(config: BrokerConfig) -> BrokerState:
     """A fresh broker: the default topic TBW102 (defaultTopicQueueNums queues, 8 by default) and
-    SCHEDULE_TOPIC_XXXX (18 queues) exist. rule: config/defaults
+    SCHEDULE_TOPIC_XXXX (18 queues) exist; under the 5.x profile also the half and op topics (1 queue each:
+    TopicConfigManager's constructor, 5.0.0-5.5.0). rule: config/defaults, pull/unknown-topic
     """
     tbw = config.default_topic_queue_nums
-    topics: immutables.Map[str, TopicConfig] = immutables.Map(
-        {
-            DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
-            SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
-        }
-    )
-    return BrokerState(config=config, topics=topics)
+    topics: dict[str, TopicConfig] = {
+        DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
+        SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
+    }
+    if config.profile is Profile.V5:
+        topics[HALF_TOPIC] = TopicConfig(1, 1)
+        topics[OP_TOPIC] = TopicConfig(1, 1)
+    return BrokerState(config=config, topics=immutables.Map(topics))
 
 
 def store_append(store: Store, record: Record) -> Store:

@@ -589,11 +589,12 @@ def test_pull_statuses_and_offsets() -> None:
     model = Model(TX)
     state = _queue_of_two(model)
     cases = {
-        (1, 0): (Code.PULL_NOT_FOUND, PullStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0),
-        (1, 5): (Code.PULL_OFFSET_MOVED, PullStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0),
+        # findConsumeQueue creates a missing queue: NO_MESSAGE_IN_QUEUE, never NO_MATCHED_LOGIC_QUEUE
+        (1, 0): (Code.PULL_NOT_FOUND, PullStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0),
+        (1, 5): (Code.PULL_OFFSET_MOVED, PullStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0),
         (0, 0): (Code.SUCCESS, PullStatus.FOUND, 2, 0, 2),
         (0, 2): (Code.PULL_NOT_FOUND, PullStatus.OFFSET_OVERFLOW_ONE, 2, 0, 2),
-        (0, 5): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, 0, 0, 2),  # next = minOffset (0)
+        (0, 5): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, 2, 0, 2),  # next: maxOffset
         (0, -1): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_TOO_SMALL, 0, 0, 2),
     }
     for (queue, offset), expected in cases.items():
@@ -619,7 +620,7 @@ def test_system_topics_of_a_fresh_broker() -> None:
     model = Model(TX)
     state = model.initial()
     r = is_a(model.pull(state, SCHEDULE_TOPIC, 17, 0), PullResult)
-    assert r.status == PullStatus.NO_MATCHED_LOGIC_QUEUE
+    assert r.status == PullStatus.NO_MESSAGE_IN_QUEUE
     assert is_a(model.pull(state, SCHEDULE_TOPIC, 18, 0), Rejected).code == Code.SYSTEM_ERROR
     is_a(model.pull(state, "TBW102", 7, 0), PullResult)
     assert is_a(model.pull(state, "TBW102", 8, 0), Rejected).code == Code.SYSTEM_ERROR

@@ -104,6 +104,19 @@ def _opt_int(ext: dict[str, str], *names: str) -> int | None:
     return _number(raw, names[0], False)
 
 
+def _reconsume_field(ext: dict[str, str], short: str, name: str) -> int | None:
+    """An Integer field of a send header as the broker reads it (rule: sendback/retry-send-dlq): the V2 short
+    name through Integer.parseInt in SendMessageRequestHeaderV2.decode, where a bad value fails the
+    request; the long name through RemotingCommand.decodeCommandCustomHeader, which logs a value
+    Integer.parseInt refuses and leaves the field null."""
+    if short in ext:
+        value = parse_int(ext[short])
+        if value is None:
+            raise BadRequest(f"{name} {ext[short]!r} is not a number")
+        return value
+    return parse_int(ext.get(name))
+
+
 def _bool(ext: dict[str, str], *names: str) -> bool:
     return (_field(ext, *names) or "false").lower() == "true"
 
@@ -300,8 +313,8 @@ class Server:
                 born_timestamp=born,
                 born_host=peer,
                 producer_group=_field(e, "a", "producerGroup") or "",
-                reconsume_times=_opt_int(e, "j", "reconsumeTimes"),
-                max_reconsume_times=_opt_int(e, "l", "maxReconsumeTimes"),
+                reconsume_times=_reconsume_field(e, "j", "reconsumeTimes"),
+                max_reconsume_times=_reconsume_field(e, "l", "maxReconsumeTimes"),
                 default_topic_queue_nums=queue_nums,
                 version=cmd.version,
             )
@@ -326,6 +339,7 @@ class Server:
             _int(e, "queueOffset", long=True),
             _int(e, "maxMsgNums", default=32),
             _str(e, "consumerGroup"),
+            client=peer,  # the remark of pull/queue-id-range names the connection's address
         )
         r = self._run(op)
         if "next_begin_offset" not in r.fields:
@@ -345,7 +359,9 @@ class Server:
             group=_str(e, "group"),
             offset=_int(e, "offset", long=True),
             delay_level=_int(e, "delayLevel", default=0),
-            max_reconsume_times=_opt_int(e, "maxReconsumeTimes"),
+            # decodeCommandCustomHeader leaves a value Integer.parseInt refuses null: the group's limit
+            # applies (rule: sendback/max-reconsume-times)
+            max_reconsume_times=parse_int(e.get("maxReconsumeTimes")),
             origin_msg_id=_field(e, "originMsgId"),
             origin_topic=_field(e, "originTopic"),
             version=cmd.version,
