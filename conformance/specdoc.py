@@ -201,7 +201,8 @@ def citation_pattern(areas: tuple[str, ...] | list[str]) -> re.Pattern[str]:
     if not areas:
         return re.compile(r"(?!x)x")  # matches nothing
     alternatives = "|".join(sorted((re.escape(a) for a in areas), key=lambda a: (-len(a), a)))
-    return re.compile(rf"\b(?:{alternatives})/[a-z0-9]+(?:-[a-z0-9]+)*\b")
+    # Not a path segment: "broker/transaction/queue/..." in a Source line names no rule.
+    return re.compile(rf"(?<![\w/.-])(?:{alternatives})/[a-z0-9]+(?:-[a-z0-9]+)*\b(?!/)")
 
 
 def default_spec_dir() -> Path:

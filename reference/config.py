@@ -102,7 +102,10 @@ TIMER_BLANK_SLOTS = 60
 
 
 def _check_interval_default(config: Any) -> int:
-    """``transactionCheckInterval``: 60 s in 4.9.x; 30 s from 5.1.1 (BrokerConfig). rule: config/defaults"""
+    """``transactionCheckInterval``: 60 s in 4.9.x; 30 s from 5.1.1 (BrokerConfig).
+
+    rule: config/defaults, transaction/check-interval
+    """
     return 30_000 if config.profile is Profile.V5 else 60_000
 
 

@@ -106,6 +106,9 @@ class Prop:
     TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 
 
+SYS_CONSUMER_GROUP_PREFIX: Final = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: always auto-created
+
+
 # --- response codes (facts §8) -------------------------------------------------------------------------
 class Code(enum.IntEnum):
     SUCCESS = 0
@@ -126,7 +129,7 @@ class Code(enum.IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
-    INVALID_PARAMETER = 29  # 5.3.2 and later, where SYSTEM_ERROR was answered before
+    INVALID_PARAMETER = 29  # 5.3.2 and later (apache/rocketmq #9028), where SYSTEM_ERROR was answered before
     FLOW_CONTROL = 215
     ILLEGAL_OPERATION = 604
 

@@ -28,7 +28,7 @@ def _digit(c: str) -> int | None:
     # surrogates, neither of them a digit.
     if ord(c) > 0xFFFF or unicodedata.category(c) != "Nd":
         return None
-    return unicodedata.decimal(c, None)
+    return unicodedata.decimal(c)  # every Nd character has one (no default: CrossHair's shim takes none)
 
 
 def _parse(text: str | None, lo: int, hi: int) -> int | None:

@@ -12,6 +12,7 @@ from .constants import (
     PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
+    SYS_CONSUMER_GROUP_PREFIX,
     TIMER_TOPIC,
     TRANSACTION_NOT_TYPE,
     Code,
@@ -128,12 +129,17 @@ def ensure_topic(state: BrokerState, topic: str, queues: int, perm: int = PERM_R
     return state.with_topic(topic, TopicConfig(queues, queues, perm))
 
 
-def group_config(state: BrokerState, group: str) -> tuple[BrokerState, GroupConfig] | None:
-    """findSubscriptionGroupConfig with auto-create. rule: sendback/group-lookup"""
+def group_config(state: BrokerState, group: str, sem: Semantics) -> tuple[BrokerState, GroupConfig] | None:
+    """findSubscriptionGroupConfig: the group, else a new one with the defaults when
+    autoCreateSubscriptionGroup is on or the name starts with CID_RMQ_SYS_ (MixAll.isSysConsumerGroup), and
+    (5.5.0) the name passes TopicValidator.validateGroup. rule: sendback/group-lookup
+    """
     gc = state.groups.get(group)
     if gc is not None:
         return state, gc
-    if not state.config.auto_create_subscription_group:
+    if not (state.config.auto_create_subscription_group or group.startswith(SYS_CONSUMER_GROUP_PREFIX)):
+        return None
+    if not sem.creatable_group_name(group):
         return None
     gc = GroupConfig(state.config.retry_queue_nums, state.config.retry_max_times)
     return attrs.evolve(state, groups=state.groups.set(group, gc)), gc
@@ -376,7 +382,7 @@ def send(
                 f"the broker[{cfg.store_host[0]}] sending transaction message is forbidden",
                 "put/reject-transaction-message",
             )
-        inner = half_message(inner)  # rule: timer/transactional: type NOT now, so the timer hook takes it
+        inner = half_message(inner, sem)  # rule: timer/transactional: type NOT now, so the timer hook takes it
         state = ensure_topic(state, HALF_TOPIC, 1)
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):
@@ -387,17 +393,18 @@ def send(
     )
 
 
-def half_message(inner: Inner) -> Inner:
+def half_message(inner: Inner, sem: Semantics) -> Inner:
     """parseHalfMessageInner: REAL_TOPIC / REAL_QID, sysFlag reset to NOT, half topic queue 0.
 
     rule: transaction/half-message
     """
+    real = with_props(inner.properties, REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id))
     return attrs.evolve(
         inner,
         topic=HALF_TOPIC,
         queue_id=0,
         sys_flag=reset_transaction_value(inner.sys_flag, TRANSACTION_NOT_TYPE),
-        properties=with_props(inner.properties, REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id)),
+        properties=sem.half_properties(real),
         stored=None,  # the properties string is rebuilt from the map
     )
 
@@ -411,11 +418,11 @@ def retry_and_dlq(
     map afterwards, so a client-supplied DELAY survives and the message passes the schedule topic first.
     """
     group = msg.topic[len(RETRY_PREFIX) :]
-    found = group_config(state, group)
+    found = group_config(state, group, sem)
     if found is None:
         return Rejected(
             Code.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group not exist, {group}",
+            f"subscription group not exist, {group} \nSee {sem.faq_url()} for further details.",
             "sendback/group-lookup",
         )
     state, gc = found

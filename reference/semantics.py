@@ -8,10 +8,12 @@ around it stay the reference's.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import TYPE_CHECKING
 
 from . import topics
 from .constants import (
+    HALF_TOPIC,
     INNER_BATCH,
     NOT_ALLOWED_SEND_TOPICS,
     NOT_ALLOWED_SEND_TOPICS_5_5,
@@ -29,6 +31,25 @@ from .records import Props
 
 if TYPE_CHECKING:
     from .state import TimerState
+
+_JAVA_WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
+_NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
+
+
+def java_is_blank(text: str | None) -> bool:
+    """UtilAll.isBlank / StringUtils.isBlank: null, empty or only ``Character.isWhitespace`` characters.
+
+    isWhitespace is a Unicode space, line or paragraph separator other than the no-break spaces, or one
+    of nine controls; Python's ``str.isspace`` differs (it counts U+00A0 and U+0085). rule:
+    sendback/origin-message-id
+    """
+    if not text:
+        return True
+    return all(
+        c in _JAVA_WHITESPACE_CONTROLS
+        or (unicodedata.category(c) in ("Zs", "Zl", "Zp") and c not in _NO_BREAK_SPACES)
+        for c in text
+    )
 
 
 def _utf16_len(text: str) -> int:
@@ -146,8 +167,15 @@ def retry_send_to_dlq(reconsume_times: int, max_reconsume_times: int) -> bool:
     return reconsume_times >= max_reconsume_times
 
 
+def _java_long(value: int) -> int:
+    """A Java ``long`` product: wrapped to 64 bits, two's complement."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def check_immunity_ms(value: str | None, transaction_timeout_ms: int) -> int:
-    """CHECK_IMMUNITY_TIME_IN_SECONDS × 1000; -1 or unparsable means transactionTimeout (4.9.x).
+    """The check loop's immunity (getImmunityTime of TransactionalMessageServiceImpl, 4.9.8 and 5.5.0):
+    ``Long.parseLong(value) × 1000`` as a Java long (it wraps); ``transactionTimeout`` for -1 and for a
+    value that does not parse (getLong's -1). It may be shorter than the timeout, or negative.
 
     rule: transaction/check-immunity
     post: value is not None or __return__ == transaction_timeout_ms
@@ -155,11 +183,39 @@ def check_immunity_ms(value: str | None, transaction_timeout_ms: int) -> int:
     """
     if value is None:
         return transaction_timeout_ms
-    try:
-        seconds = int(value)
-    except ValueError:
+    seconds = parse_long(value)
+    if seconds is None or seconds == -1:
         return transaction_timeout_ms
-    return transaction_timeout_ms if seconds == -1 else seconds * 1000
+    return _java_long(seconds * 1000)
+
+
+def end_immunity_ms(value: str, transaction_timeout_ms: int) -> int:
+    """TransactionalMessageUtil.getImmunityTime (5.1.1+, END_TRANSACTION's reject): the value × 1000 (0
+    when it does not parse), at least ``transactionTimeout``. rule: transaction/end-after-immunity
+
+    post: __return__ >= transaction_timeout_ms
+    """
+    seconds = parse_long(value)
+    ms = 0 if seconds is None else _java_long(seconds * 1000)
+    return max(ms, transaction_timeout_ms)
+
+
+def check_immune(age_ms: int, immunity_ms: int) -> bool:
+    """A record with CHECK_IMMUNITY_TIME_IN_SECONDS gets an immunity copy while ``age < immunity`` (4.9.8;
+    ``<=`` from 5.4.0). rule: transaction/check-immunity
+
+    post: __return__ == (age_ms < immunity_ms)
+    """
+    return age_ms < immunity_ms
+
+
+def check_holds(age_ms: int, immunity_ms: int) -> bool:
+    """A record without immunity stops the run while ``0 <= age < transactionTimeout`` (4.9.8; ``<=`` from
+    5.4.0). rule: transaction/check-timeout
+
+    post: __return__ == (0 <= age_ms < immunity_ms)
+    """
+    return 0 <= age_ms < immunity_ms
 
 
 def must_discard(check_times: int, check_max: int) -> bool:
@@ -172,9 +228,8 @@ def must_discard(check_times: int, check_max: int) -> bool:
 
 
 def check_due(age_ms: int, immunity_ms: int) -> bool:
-    """A half message is checked once its age exceeds the immunity (or the clock went back).
-
-    rule: transaction/check-timeout
+    """isNeedCheck once the op queue is read to its end: the age exceeds the immunity (or the clock went
+    back). rule: transaction/check-timeout
     post: __return__ == (age_ms > immunity_ms or age_ms <= -1)
     """
     return age_ms > immunity_ms or age_ms <= -1
@@ -323,6 +378,39 @@ class Semantics:
     def check_due(self, age_ms: int, immunity_ms: int) -> bool:
         return check_due(age_ms, immunity_ms)
 
+    def check_immune(self, age_ms: int, immunity_ms: int) -> bool:
+        return check_immune(age_ms, immunity_ms)
+
+    def check_holds(self, age_ms: int, immunity_ms: int) -> bool:
+        return check_holds(age_ms, immunity_ms)
+
+    def check_op_wait_ms(self) -> int | None:
+        """What the check loop does when a read of the op queue finds nothing new and the record is not
+        due: 4.9.8 reads again at once, until the clock moves (None). rule: transaction/check-timeout"""
+        return None
+
+    def end_immunity_ms(self, value: str, transaction_timeout_ms: int) -> int:
+        return end_immunity_ms(value, transaction_timeout_ms)
+
+    def rejects_end_after_immunity(self) -> bool:
+        """4.9.8 has no rejectCommitOrRollback. rule: transaction/end-after-immunity"""
+        return False
+
+    def batched_ops(self) -> bool:
+        """4.9.8 writes one op per END_TRANSACTION at once. rule: transaction/op-message"""
+        return False
+
+    def writes_op_for(self, topic: str) -> bool:
+        """4.9.8 writes the op for whatever record END_TRANSACTION named. rule: transaction/op-message"""
+        return True
+
+    def half_properties(self, properties: Props) -> Props:
+        """parseHalfMessageInner's properties beyond REAL_TOPIC / REAL_QID: none on 4.9.8.
+
+        rule: transaction/half-message
+        """
+        return properties
+
     def end_tx_idempotent(self) -> bool:
         """4.9.x applies a second END_TRANSACTION again. rule: transaction/not-idempotent"""
         return False
@@ -415,6 +503,13 @@ class Semantics:
         """REAL_QID keeps the original queue. rule: put/delay-schedule-queue"""
         return str(queue_id)
 
+    def undeliverable_head_blocks(self) -> bool:
+        """A head whose copy cannot be built stays the next poll's start (4.9.3-4.9.8), blocking its level.
+
+        rule: schedule/fifo-per-level
+        """
+        return True
+
     def delivered_stored(self, stored: Props) -> Props:
         """The delivered copy's stored properties: the schedule copy's own (4.9.x). rule: schedule/delivered-copy"""
         return stored
@@ -432,7 +527,7 @@ class Semantics:
 
         rule: sendback/origin-message-id
         """
-        return existing if existing and existing.strip() else offset_msg_id
+        return offset_msg_id if java_is_blank(existing) or existing is None else existing
 
     def honours_header_max(self, version: int) -> bool:
         """The header's maxReconsumeTimes counts from version V3_4_9 (121). rule: sendback/max-reconsume-times"""
@@ -567,9 +662,31 @@ class Semantics:
         rule: timer/delivered-copy"""
         return props
 
+    def creatable_group_name(self, group: str) -> bool:
+        """4.9.x auto-creates a group of any name. rule: sendback/group-lookup"""
+        return True
+
+    def pull_queue_illegal_code(self) -> Code:
+        """A pull's queue id outside [0, readQueueNums) is SYSTEM_ERROR (4.9.x). rule: pull/queue-id-range"""
+        return Code.SYSTEM_ERROR
+
+    def negative_batch_fails(self) -> bool:
+        """4.9.2-4.9.8 size the result list with maxMsgNums: a negative one throws. rule: pull/found"""
+        return True
+
+    def faq_url(self) -> str:
+        """FAQUrl's address in remarks (4.9.x). rule: pull/unknown-topic, sendback/group-lookup"""
+        return "http://rocketmq.apache.org/docs/faq/"
+
+
+_VALID_NAME_CHARS = frozenset("%|-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+TRANSACTION_ID_PROP = "__transactionId__"  # TransactionalMessageUtil.TRANSACTION_ID (5.1.0+)
+
 
 class V5Semantics(Semantics):
-    """The 5.x profile's differences (facts §4.4, §5.4)."""
+    """The 5.x profile's differences: Apache RocketMQ 5.5.0 (facts §4.4, §5.4)."""
 
     name = "5.x"
 
@@ -694,10 +811,61 @@ class V5Semantics(Semantics):
         # rule: batch/stored-properties (5.4.0+: only the message's own properties)
         return False
 
-    def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
-        # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))
-        base = check_immunity_ms(value, transaction_timeout_ms)
-        return max(base, transaction_timeout_ms)
+    def check_immune(self, age_ms: int, immunity_ms: int) -> bool:
+        # rule: transaction/check-immunity (5.4.0+: "<=", ISSUE #9486)
+        return age_ms <= immunity_ms
+
+    def check_holds(self, age_ms: int, immunity_ms: int) -> bool:
+        # rule: transaction/check-timeout (5.4.0+: "<=", ISSUE #9486)
+        return 0 <= age_ms <= immunity_ms
+
+    def check_op_wait_ms(self) -> int | None:
+        # rule: transaction/check-timeout (5.1.0+: Thread.sleep(SLEEP_WHILE_NO_OP))
+        return 1000
+
+    def rejects_end_after_immunity(self) -> bool:
+        # rule: transaction/end-after-immunity (5.1.1+)
+        return True
+
+    def batched_ops(self) -> bool:
+        # rule: transaction/op-batch (5.1.0+)
+        return True
+
+    def writes_op_for(self, topic: str) -> bool:
+        # rule: transaction/op-message (5.4.0+: only for a record of the half topic)
+        return topic == HALF_TOPIC
+
+    def committed_stored(self, stored: Props) -> Props:
+        # rule: transaction/committed-message (5.4.0+: the string is rebuilt without REAL_TOPIC, REAL_QID)
+        kept = stored.mutate()
+        for key in (Prop.REAL_TOPIC, Prop.REAL_QID):
+            kept.pop(key, None)
+        return kept.finish()
+
+    def half_properties(self, properties: Props) -> Props:
+        # rule: transaction/half-message (5.1.0+: __transactionId__ = UNIQ_KEY when it is not empty)
+        uniq = properties.get(Prop.UNIQ_KEY)
+        return properties.set(TRANSACTION_ID_PROP, uniq) if uniq else properties
+
+    def undeliverable_head_blocks(self) -> bool:
+        # rule: schedule/fifo-per-level (5.0.0-5.5.0: nextOffset is set before messageTimeUp throws)
+        return False
+
+    def creatable_group_name(self, group: str) -> bool:
+        # rule: sendback/group-lookup (5.4.0-5.5.0: TopicValidator.validateGroup before auto-create)
+        return 0 < len(group) <= 120 and all(c in _VALID_NAME_CHARS for c in group)
+
+    def pull_queue_illegal_code(self) -> Code:
+        # rule: pull/queue-id-range (5.3.2-5.5.0: INVALID_PARAMETER, apache/rocketmq #9028)
+        return Code.INVALID_PARAMETER
+
+    def negative_batch_fails(self) -> bool:
+        # rule: pull/found (5.0.0-5.5.0: new GetMessageResult() has a fixed capacity)
+        return False
+
+    def faq_url(self) -> str:
+        # rule: pull/unknown-topic, sendback/group-lookup (5.1.0-5.5.0: FAQUrl.DEFAULT_FAQ_URL)
+        return "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 
 
 REFERENCE = Semantics()

@@ -221,7 +221,7 @@ def _read(path: Path) -> str:
 NOT_CHECKS = frozenset({"mutants.py"})
 # Whether ``rules --check`` fails on a rule whose **Source:** line is missing or does not cover its
 # Versions line (docs/spec-format.md). Reported as warnings until every rule carries sources.
-REQUIRE_SOURCES = False
+REQUIRE_SOURCES = True
 
 
 def scan(root: Path, spec: Spec | None = None) -> Traceability:

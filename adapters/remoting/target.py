@@ -32,7 +32,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from rmqspec.conformance.contract import CheckEvent, Clock, Feature, Response, TargetError, TargetInfo
+from rmqspec.conformance.contract import (
+    LOGICAL_ONLY,
+    CheckEvent,
+    Clock,
+    Feature,
+    Response,
+    TargetError,
+    TargetInfo,
+)
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.constants import DLQ_PREFIX, RETRY_PREFIX, Code, Prop, TxAction
 from rmqspec.reference.model import (
@@ -213,9 +221,9 @@ class RemotingTarget:
 
     @staticmethod
     def features_of(profile: TargetProfile) -> frozenset[Feature]:
-        """What a broker over the wire offers: everything but clock skew, restart and a broker of a
+        """What a broker over the wire offers: everything but the logical clock's, restart and a broker of a
         scenario's own (a target that starts brokers adds those), less ``lacks``."""
-        return frozenset(Feature) - {Feature.CLOCK_SKEW, Feature.RESTART, Feature.OWN_BROKER} - profile.lacks
+        return frozenset(Feature) - LOGICAL_ONLY - {Feature.RESTART, Feature.OWN_BROKER} - profile.lacks
 
     # --- connections ---------------------------------------------------------------------------------
 
