@@ -18,7 +18,7 @@ from .constants import (
 from .javanum import parse_long
 from .observations import BatchOk, Rejected
 from .properties import PROPERTY_SEPARATOR, encode_properties
-from .put import append, msg_check, parse_delay
+from .put import append, empty_body_npe, msg_check, parse_delay
 from .records import Inner, Props, Record
 from .semantics import Semantics
 from .state import BrokerState, with_props
@@ -124,6 +124,8 @@ def send_batch(
     rule: batch/broker-illegal, batch/inner-delay-ignored, batch/consecutive-offsets
     """
     cfg = state.config
+    if not batch.entries and sem.empty_body_npe():
+        return state, empty_body_npe("batch/broker-illegal")
     wrapper_sent = sem.request_properties(batch.properties, "DefaultRegion", True)
     checked = msg_check(state, batch.topic, batch.queue_id, batch.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
@@ -223,7 +225,7 @@ def _refuse_5_5(
     encoder, whose oversized-body RuntimeException nobody catches: SYSTEM_ERROR.
     rule: batch/broker-illegal, timer/timer-message
     """
-    if not batch.entries:
+    if not batch.entries:  # 5.0.0: the put hook's null body (5.1.0+ throws earlier: send_batch)
         return Rejected(Code.MESSAGE_ILLEGAL, "message body is null", "batch/broker-illegal")
     tran = transaction_value(batch.sys_flag)
     level: int | Rejected = 0

@@ -62,6 +62,19 @@ def number_format(raw: str, rule: str) -> Rejected:
     )
 
 
+def empty_body_npe(rule: str = "put/message-illegal") -> Rejected:
+    """5.1.0-5.5.0: ``SendMessageProcessor.processRequest`` builds its message context first, and
+    ``buildMsgContext`` reads ``request.getBody().length``; an empty body was decoded as none, so that throws
+    and the remoting layer answers SYSTEM_ERROR with the exception's text (then a stack frame)."""
+    return Rejected(
+        Code.SYSTEM_ERROR,
+        'java.lang.NullPointerException: Cannot read the array length because the return value of '
+        '"org.apache.rocketmq.remoting.protocol.RemotingCommand.getBody()" is null',
+        rule,
+        "exception",
+    )
+
+
 def parse_delay(properties: Props) -> int | Rejected:
     """``getDelayTimeLevel``: Integer.parseInt of DELAY, 0 when absent. rule: put/delay-eligibility"""
     raw = properties.get(Prop.DELAY)
@@ -331,6 +344,8 @@ def send(
     4.9.8: ``SendMessageProcessor.asyncSendMessage``; 5.5.0: ``SendMessageProcessor.sendMessage``.
     """
     cfg = state.config
+    if not msg.body and sem.empty_body_npe():
+        return state, empty_body_npe()
     props = sem.request_properties(msg.properties, "DefaultRegion", True)  # rule: put/stored-properties
     checked = msg_check(state, msg.topic, msg.queue_id, msg.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
@@ -382,7 +397,9 @@ def send(
                 f"the broker[{cfg.store_host[0]}] sending transaction message is forbidden",
                 "put/reject-transaction-message",
             )
-        inner = half_message(inner, sem)  # rule: timer/transactional: type NOT now, so the timer hook takes it
+        inner = half_message(
+            inner, sem
+        )  # rule: timer/transactional: type NOT now, so the timer hook takes it
         state = ensure_topic(state, HALF_TOPIC, 1)
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):

@@ -453,6 +453,12 @@ class Semantics:
             return "MESSAGE_ILLEGAL"
         return None
 
+    def empty_body_npe(self) -> bool:
+        """An empty request body (decoded as none) throws in the send processor's message context before
+        anything is checked: 5.1.0-5.5.0 read its length there (4.9.x does not). rule: put/message-illegal,
+        batch/broker-illegal"""
+        return False
+
     def strips_wait(self) -> bool:
         """A sent message's stored string leaves out WAIT (4.9.1-4.9.8). rule: put/stored-properties"""
         return True
@@ -733,6 +739,10 @@ class V5Semantics(Semantics):
         if "INNER_NUM" in props or sys_flag & INNER_BATCH:
             return "MESSAGE_ILLEGAL"
         return None
+
+    def empty_body_npe(self) -> bool:
+        # rule: put/message-illegal, batch/broker-illegal (5.1.0+: buildMsgContext reads the body's length)
+        return True
 
     def strips_wait(self) -> bool:
         # rule: put/stored-properties (5.x stores WAIT)

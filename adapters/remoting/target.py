@@ -89,6 +89,8 @@ SYSTEM_TOPICS = frozenset(
         "DefaultCluster",
         "DefaultCluster_REPLY_TOPIC",
         "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC",  # 5.4.0+ forbids sending there (put/forbidden-topic)
+        "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC",
     }
 )
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # 5.x TopicValidator.isSystemTopic: rmq_sys_wheel_timer and its kin
