@@ -68,7 +68,7 @@ def empty_body_npe(rule: str = "put/message-illegal") -> Rejected:
     and the remoting layer answers SYSTEM_ERROR with the exception's text (then a stack frame)."""
     return Rejected(
         Code.SYSTEM_ERROR,
-        'java.lang.NullPointerException: Cannot read the array length because the return value of '
+        "java.lang.NullPointerException: Cannot read the array length because the return value of "
         '"org.apache.rocketmq.remoting.protocol.RemotingCommand.getBody()" is null',
         rule,
         "exception",
