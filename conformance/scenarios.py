@@ -130,6 +130,12 @@ def wire_features(op: str, step: Mapping[str, Any]) -> set[Feature]:
     expect = step.get("expect")
     if not isinstance(args, Mapping):
         return out
+    topic = args.get("topic")
+    if isinstance(topic, str) and ("%" in topic or "|" in topic):
+        out.add(Feature.REMOTING_DETAIL)  # the proxy reads "%" as a namespace separator
+    for k, v in (args.get("props") or {}).items():
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in f"{k}{v}"):
+            out.add(Feature.REMOTING_DETAIL)  # the proxy refuses control characters in properties
     if op in ("send", "send_half"):
         if args.get("queue", 0) not in (0, None):
             out.add(Feature.QUEUE_CHOICE)
