@@ -330,3 +330,23 @@ def test_a_broker_that_does_not_answer_in_time_is_killed(
     pid = broker._pid
     assert pid is not None and not pid_alive(pid)
     assert broker.last_stop is not None and broker.last_stop.startswith("killed (SIGKILL)")
+
+
+def test_the_proxy_runs_in_local_mode_with_our_config(tmp_path: Path) -> None:
+    with pytest.raises(BrokerError, match="no proxy"):
+        ApacheBroker("4.9.7", proxy=True)
+    b = ApacheBroker("5.5.0", BrokerConfig(profile=Profile.V5), tmp_path / "b", isolation="host", proxy=True)
+    conf = b._proxy_conf()
+    assert conf["proxyMode"] == "local" and conf["grpcServerPort"] == 8081
+    assert conf["enableTopicMessageTypeCheck"] is False and conf["remotingListenPort"] == 10911 - 3
+    if os.environ.get("JAVA_HOME") is None and not any(
+        (Path(p) / "java").is_file() for p in os.environ.get("PATH", "").split(os.pathsep)
+    ):
+        return  # the command names java; nothing else to see without it
+    cmd = b._command("cp.jar", tmp_path)
+    main = cmd[cmd.index("cp.jar") + 1 :]
+    assert main[:3] == ["org.apache.rocketmq.proxy.ProxyStartup", "-pm", "local"]
+    assert main[3:5] == ["-bc", str(tmp_path / "broker.conf")] and main[5:] == [
+        "-pc",
+        str(tmp_path / "rmq-proxy.json"),
+    ]
