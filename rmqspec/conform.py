@@ -215,6 +215,56 @@ def conform(
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
     the workload. Raises TargetSpecError for a target or profile that cannot be used."""
     scenarios = scenarios if scenarios is not None else catalogue()
+    stamp = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "profile": None if profile is None else str(profile),
+        "rmqspec": _version(),
+    }
+    rep = _conform(
+        target,
+        scenarios,
+        examples=examples,
+        steps=steps,
+        epsilon_ms=epsilon_ms,
+        save_dir=save_dir,
+        progress=progress,
+        seed=seed,
+        shrink=shrink,
+        profile=profile,
+        workload_seconds=workload_seconds,
+        max_wait_ms=max_wait_ms,
+        concurrency=concurrency,
+        chaos=chaos,
+    )
+    return attrs.evolve(rep, settings={**stamp, **rep.settings})
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rmqspec")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _conform(
+    target: str,
+    scenarios: list[Scenario],
+    *,
+    examples: int,
+    steps: int,
+    epsilon_ms: int | None,
+    save_dir: Path | None,
+    progress: Callable[[int, int, str], None] | None,
+    seed: int | None,
+    shrink: bool,
+    profile: Path | None,
+    workload_seconds: float,
+    max_wait_ms: int,
+    concurrency: int,
+    chaos: bool,
+) -> Report:
     if is_wall(target):
         if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
             raise TargetSpecError(
