@@ -313,6 +313,7 @@ class _Runner:
                 str(a.get("group", "CG")),
             )
         if op == "send_back":
+            origin: str | None = None
             if "offset" in a:
                 offset = int(a["offset"])
             else:
@@ -323,12 +324,16 @@ class _Runner:
                         f"{self.s.id} step {i + 1}: send_back of {a['ref']!r} before any pull of it"
                     )
                 offset = seen[-1].commit_log_offset
+                origin = origin_topic(seen[-1])
+            if "origin_topic" in a:  # null: the request carries none
+                origin = None if a["origin_topic"] is None else str(a["origin_topic"])
             return ConsumerSendBack(
                 SendBack(
                     group=str(a.get("group", "CG")),
                     offset=offset,
                     delay_level=int(a.get("delay_level", 0)),
                     max_reconsume_times=a.get("max_reconsume_times"),
+                    origin_topic=origin,
                     version=int(a.get("version", 401)),
                 )
             )
@@ -763,6 +768,13 @@ class _Runner:
 
 
 _TIMER_PROPS = (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_MS, Prop.TIMER_DELAY_SEC)
+
+
+def origin_topic(record: Record) -> str:
+    """The ``originTopic`` a Java consumer sends back with a message: the topic it consumed it from, which
+    for a retried copy is the original one (``RETRY_TOPIC``; ``MQClientAPIImpl.consumerSendMessageBack``
+    sets it from the message the consumer was given, whose topic the client has restored)."""
+    return record.properties.get(Prop.RETRY_TOPIC) or record.topic
 
 
 def _in_system_queue(op: Op, five: bool = False) -> bool:
