@@ -43,6 +43,7 @@ def generate_cmd(
     """Generate histories from the model-driven workload, deterministic per seed."""
     import time
 
+    from rmqspec.adapters.inprocess import InProcessTarget
     from rmqspec.conformance.trace_gen import write_traces
 
     if histories < 1 or events < 1:
@@ -58,6 +59,7 @@ def generate_cmd(
         out,
         histories=histories,
         events=events,
+        make_target=InProcessTarget,
         seed=seed,
         mutant=mutant,
         fmt=fmt,
