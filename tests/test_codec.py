@@ -171,7 +171,7 @@ def test_every_operation_kind_is_drawn() -> None:
         GetMaxOffset,
         ViewMessage,
         QueryUniqKey,
-    }  # type: ignore[attr-defined]
+    }
 
 
 @given(records)
