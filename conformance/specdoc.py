@@ -52,6 +52,7 @@ AREA_ORDER = (
     "transaction",
     "batch",
     "wire",
+    "history",
 )
 EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "steps"})
 
