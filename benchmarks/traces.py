@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rmqspec.conformance.trace_format import read_parquet_table, rows_of, trace_files, write_parquet
 from rmqspec.adapters.inprocess import InProcessTarget
+from rmqspec.conformance.trace_format import read_parquet_table, rows_of, trace_files, write_parquet
 from rmqspec.conformance.trace_gen import generate_history, write_traces
 from rmqspec.conformance.trace_spark import spark_session, verify
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.cli import app
 from rmqspec.conformance.checker import check_history
 from rmqspec.conformance.trace_format import (
@@ -22,7 +23,6 @@ from rmqspec.conformance.trace_format import (
     write_jsonl,
     write_parquet,
 )
-from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.conformance.trace_gen import TRACE_CONFIG, generate_history, write_traces
 from rmqspec.conformance.trace_keyed import check_frame
 from rmqspec.conformance.trace_spark import verify

@@ -156,6 +156,8 @@ class CheckerBase:
         self.phantom_entries: dict[Queue, list[int]] = {}  # queue -> model queue offsets of phantoms
         self.void_uniqs: set[str] = set()  # half messages the target never stored
         self.extra_entries: Counter[Queue] = Counter()  # entries only the target stored
+        self.void_roots: dict[str, int] = {}  # UNIQ_KEY of a refused message -> the refusal's anomaly
+        self.phantom_topics: set[str] = set()  # topics the model created only for phantoms
 
     # -- reporting ------------------------------------------------------------------------------------
 

@@ -32,8 +32,25 @@ from .verdict import CHECK_KINDS, Verdict
 class Checker(OperationsMixin):
     """Incremental: ``feed`` events in history order, then ``finish``."""
 
-    def malformed(self, e: Event, message: str) -> None:
-        self.report("malformed-history", "history/well-formed", e.index, message)
+    def malformed(self, e: Event, message: str) -> int:
+        return self.report("malformed-history", "history/well-formed", e.index, message)
+
+    def cannot_replay(self, e: Event, root: int) -> None:
+        """An operation the model cannot replay may have changed what its message and its topic hold:
+        what the target shows of them from now on follows from ``root``."""
+        value = e.value if isinstance(e.value, dict) else {}
+        p = value.get("properties")
+        uniqs = [p.get("UNIQ_KEY")] if isinstance(p, dict) else []
+        for m in value.get("messages") or [] if isinstance(value.get("messages"), list) else []:
+            if isinstance(m, dict) and isinstance(m.get("properties"), dict):
+                uniqs.append(m["properties"].get("UNIQ_KEY"))
+        for uniq in uniqs:
+            if isinstance(uniq, str):
+                self.taint(root, uniq=uniq)
+        topic = value.get("topic")
+        if isinstance(topic, str):
+            self.taint(root, topics=[topic])
+            self.open_topics.add(topic)
 
     def feed(self, e: Event) -> None:
         self.total += 1
@@ -77,17 +94,18 @@ class Checker(OperationsMixin):
         if e.f == RESTART:
             return self.apply_restart(e)
         if e.f not in OP_KINDS:
-            self.report(
+            root = self.report(
                 "unknown-operation",
                 "history/known-operations",
                 e.index,
                 f"{e.f!r} is not an operation the checker judges (it knows {', '.join(OP_KINDS)}, restart)",
             )
+            self.cannot_replay(e, root)
             return None
         try:
             op = event_op(e.f, e.value)
         except CodecError as err:
-            self.malformed(e, str(err))
+            self.cannot_replay(e, self.malformed(e, str(err)))
             return None
         match op:
             case Send():
@@ -134,12 +152,17 @@ class Checker(OperationsMixin):
                 try:
                     resp = response_from_json(e.value, f"answer to {inv.f}")
                 except CodecError as err:
-                    self.report(
+                    root = self.report(
                         "unjudged-answer",
                         "history/judged-answers",
                         e.index,
                         f"{err}: the answer cannot be compared with the model's",
                     )
+                    # What the operation did is unknown: follow neither way.
+                    self.cannot_replay(inv, root)
+                    for x in self.created_by(inv.index):
+                        x.optional = True
+                        self.mixed_queues.add(x.queue)
                 else:
                     entry.complete(resp, e)
         self.judge_waiting(inv.index)

@@ -76,7 +76,10 @@ class OperationsMixin(PullsMixin):
             self.make_phantom(rec)
             if rec.topic == HALF_TOPIC:
                 self.void_uniqs.add(rec.uniq_key or uniq)
-        self.taint(root, uniq=uniq, topics=[new_topic] if new_topic else [])
+            self.void_roots.setdefault(rec.uniq_key or uniq, root)
+        self.taint(root, uniq=uniq)
+        if new_topic:
+            self.note_new_topic(new_topic, root)
 
     def stored_anyway(self, root: int, topic: str, resp: Response, plain: bool, n: int = 1) -> None:
         """The target stored what the model refused: its queue holds entries the model does not."""

@@ -38,6 +38,7 @@ class WindowsMixin(CheckerBase):
         if t <= self.model_time:
             return
         before = len(self.state.store.records)
+        topics_before = self.state.topics
         self.state, events = self.model.advance(self.state, self.model_time, t)
         self.model_time = t
         for ev in events:
@@ -59,6 +60,8 @@ class WindowsMixin(CheckerBase):
                 )
                 self.mixed_queues.add((ev.copy.topic, ev.copy.queue_id))
         self.note_service_records(before)
+        for topic in set(self.state.topics) - set(topics_before):
+            self.note_new_topic(topic)
         self.overdue_checks(t)
 
     def on_delivered(self, ev: Delivered) -> None:
@@ -82,6 +85,35 @@ class WindowsMixin(CheckerBase):
         # the broker may have persisted its offset at shutdown.
         x.optional = source in self.delivered_sources
         self.delivered_sources.add(source)
+
+    def note_new_topic(self, topic: str, root: int | None = None) -> None:
+        """The model created ``topic``: if only for phantoms, the target may well not have it."""
+        if self.real_entries(topic):
+            return
+        self.phantom_topics.add(topic)
+        if root is None:
+            roots = [self.void_roots[u] for u in self.phantom_uniqs_in(topic) if u in self.void_roots]
+            root = roots[0] if roots else None
+        if root is not None:
+            self.taint(root, topics=[topic])
+
+    def real_entries(self, topic: str) -> bool:
+        """Whether the model holds, in ``topic``, an entry that is not a phantom."""
+        store = self.state.store
+        return any(
+            clo not in self.phantoms
+            for (t, _q), cq in store.cqs.items()
+            if t == topic
+            for clo, _s, _tags in cq
+        )
+
+    def phantom_uniqs_in(self, topic: str) -> list[str]:
+        out = []
+        for clo in self.phantoms:
+            rec = self.state.store.lookup(clo)
+            if rec is not None and rec.topic == topic:
+                out.append(rec.uniq_key or "")
+        return out
 
     def note_service_records(self, before: int) -> None:
         """A check copy or discard of a half message the target never stored is a phantom too."""
