@@ -13,7 +13,7 @@ from .constants import (
 )
 from .observations import BatchOk, Rejected
 from .properties import encode_properties
-from .put import append, msg_check, parse_delay
+from .put import append, msg_check, parse_delay, store_put
 from .records import Inner, Props, Record
 from .semantics import Semantics
 from .state import BrokerState, with_props
@@ -113,7 +113,7 @@ def send_batch(
     records: list[Record] = []
     for e in batch.entries:
         # Stored: the inner properties string, then the wrapper's; a reader's map lets the wrapper win.
-        stored = e.properties.update(wrapper)  # rule: batch/stored-properties
+        stored = sem.batch_stored(e.properties, wrapper)  # rule: batch/stored-properties
         raw = len(encode_properties(e.properties).encode()) + len(encode_properties(wrapper).encode())
         raw += 1 if e.properties and wrapper else 0
         inner = Inner(
@@ -128,11 +128,17 @@ def send_batch(
             store_host=cfg.store_host,
             extra_size=raw - len(encode_properties(stored).encode()),
         )
-        state, record = append(state, inner, now, sem)
+        if sem.batch_inner_delay_ignored():  # rule: batch/inner-delay-ignored
+            state, record = append(state, inner, now, sem)
+        else:
+            put = store_put(state, inner, now, sem)
+            if isinstance(put, Rejected):
+                return state, put
+            state, record = put
         records.append(record)
     return state, BatchOk(
         queue_id=queue_id,
-        queue_offset=records[0].queue_offset,
+        queue_offset=sem.batch_result_offset([r.queue_offset for r in records]),
         msg_id=",".join(r.msg_id for r in records),
         records=tuple(records),
     )

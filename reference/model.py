@@ -170,7 +170,11 @@ class Model:
         max_msgs: int = 32,
         group: str = "CG",
     ) -> PullResult | Rejected:
-        return _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics.overflow_one_code())
+        answer = _pull.pull(
+            state, group, topic, queue_id, offset, max_msgs, self.semantics.overflow_one_code()
+        )
+        tc = state.topics.get(topic)
+        return self.semantics.pull_answer(None if tc is None else tc.read_queues, queue_id, offset, answer)
 
     def heartbeat(self, state: BrokerState, group: str, online: bool = True) -> BrokerState:
         """Register (online) or drop (offline) one producer connection of ``group``."""
@@ -182,10 +186,12 @@ class Model:
         return state
 
     def max_offset(self, state: BrokerState, topic: str, queue_id: int) -> MaxOffset:
-        return _pull.max_offset(state, topic, queue_id)
+        found = _pull.max_offset(state, topic, queue_id)
+        return attrs.evolve(found, offset=self.semantics.reported_max_offset(found.offset))
 
     def view(self, state: BrokerState, commit_log_offset: int) -> Found | Rejected:
-        return _pull.view(state, commit_log_offset)
+        found = _pull.view(state, commit_log_offset)
+        return self.semantics.view_miss(found) if isinstance(found, Rejected) else found
 
     def query(self, state: BrokerState, topic: str, uniq_key: str) -> Found | Rejected:
         return _pull.query_uniq(state, topic, uniq_key)

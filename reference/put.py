@@ -10,7 +10,6 @@ from pyrsistent import pvector
 from .constants import (
     HALF_TOPIC,
     PERM_RW,
-    PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     TOPIC_MAX_LENGTH,
@@ -22,7 +21,7 @@ from .constants import (
     transaction_value,
 )
 from .observations import Rejected, SendOk
-from .properties import as_read_back, encode_properties, java_string_hash
+from .properties import encode_properties, java_string_hash
 from .records import Inner, Props, Record, stored_size
 from .semantics import Semantics
 from .state import BrokerState, GroupConfig, TopicConfig, store_append, with_props
@@ -70,7 +69,7 @@ def validate_topic(state: BrokerState, topic: str, sem: Semantics) -> Rejected |
             f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
             "put/topic-validation",
         )
-    if len(topic) > TOPIC_MAX_LENGTH:
+    if len(topic) > sem.topic_max_length():
         return Rejected(
             Code.SYSTEM_ERROR,
             f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.",
@@ -84,7 +83,7 @@ def validate_topic(state: BrokerState, topic: str, sem: Semantics) -> Rejected |
 
 
 def resolve_topic(
-    state: BrokerState, topic: str, default_queue_nums: int
+    state: BrokerState, topic: str, default_queue_nums: int, sem: Semantics
 ) -> tuple[BrokerState, TopicConfig] | Rejected:
     """Find the topic, or auto-create it from TBW102 (retry topics with 1 queue). rule: put/topic-auto-create"""
     existing = state.topics.get(topic)
@@ -93,7 +92,7 @@ def resolve_topic(
     cfg = state.config
     if cfg.auto_create_topic:
         default = state.topics.get("TBW102")
-        queues = min(default_queue_nums, default.write_queues if default else 8)
+        queues = sem.auto_create_queue_nums(default_queue_nums, default.write_queues if default else 8)
         tc = TopicConfig(queues, queues)
         return state.with_topic(topic, tc), tc
     if topic.startswith(RETRY_PREFIX):
@@ -155,7 +154,7 @@ def store_put(
             stored=None,  # the properties string is rebuilt from the map
         )
     stored = inner.stored_properties()
-    if len(encode_properties(stored).encode()) > PROPERTIES_MAX_LENGTH:
+    if len(encode_properties(stored).encode()) > sem.properties_max_length():
         return Rejected(
             Code.MESSAGE_ILLEGAL,
             "message properties length too long",
@@ -178,7 +177,7 @@ def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[
     advances = sem.advances_queue_offset(tran_type)
     queue_offset = store.counters.get(key, 0) if advances else 0
     stored = inner.stored_properties()
-    read_back = as_read_back(stored)
+    read_back = sem.read_back(stored)
     if read_back is not None:
         stored = Props(read_back)
     record = Record(
@@ -238,7 +237,7 @@ def dispatch(state: BrokerState, sem: Semantics) -> BrokerState:
     if store.reput >= len(store.records):
         return state
     cqs = store.cqs.mutate()
-    for pos in range(store.reput, len(store.records)):
+    for pos in sem.dispatch_order(store.reput, len(store.records)):
         record = store.records[pos]
         if not sem.dispatchable(record.tran_type):
             continue
@@ -246,7 +245,9 @@ def dispatch(state: BrokerState, sem: Semantics) -> BrokerState:
         cq = cqs.get(key, pvector())
         if record.queue_offset < len(cq):  # a repeat of an already dispatched offset is ignored (facts §2)
             continue
-        cqs[key] = cq.append((record.commit_log_offset, record.size, tags_code(record, state, sem)))
+        entry = (record.commit_log_offset, record.size, tags_code(record, state, sem))
+        at = sem.schedule_entry_index(cq, entry[2]) if record.topic == SCHEDULE_TOPIC else len(cq)
+        cqs[key] = cq.append(entry) if at == len(cq) else pvector([*cq[:at], entry, *cq[at:]])
     new_store = attrs.evolve(store, cqs=cqs.finish(), reput=len(store.records))
     return attrs.evolve(state, store=new_store)
 
@@ -265,11 +266,11 @@ def msg_check(
     bad = validate_topic(state, topic, sem)
     if bad is not None:
         return bad
-    resolved = resolve_topic(state, topic, default_queue_nums)
+    resolved = resolve_topic(state, topic, default_queue_nums, sem)
     if isinstance(resolved, Rejected):
         return resolved
     state, tc = resolved
-    if queue_id >= max(tc.write_queues, tc.read_queues):
+    if not sem.queue_id_allowed(queue_id, max(tc.write_queues, tc.read_queues)):
         return Rejected(
             Code.SYSTEM_ERROR,
             f"request queueId[{queue_id}] is illegal, topic {topic} {tc}",
@@ -296,7 +297,7 @@ def send(
         state, topic, queue_id, props = routed
     # rule: put/stored-properties: CLUSTER added; WAIT kept in the map but not in the stored string
     props = with_props(props, CLUSTER=cfg.cluster_name)
-    stored = with_props(props, WAIT=None) if Prop.WAIT in props else None
+    stored = sem.single_stored(props)
     born = now if msg.born_timestamp is None else msg.born_timestamp
     inner = Inner(
         topic=topic,
@@ -325,7 +326,10 @@ def send(
         return state, result
     state, record = result
     return state, SendOk(
-        queue_id=queue_id, queue_offset=record.queue_offset, msg_id=record.msg_id, record=record
+        queue_id=sem.send_result_queue_id(queue_id, record.queue_id),
+        queue_offset=record.queue_offset,
+        msg_id=record.msg_id,
+        record=record,
     )
 
 

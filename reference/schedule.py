@@ -63,7 +63,7 @@ def deliver_head(state: BrokerState, level: int, now: int, sem: Semantics) -> tu
         if timeup is None:
             return _set_offset(state, level, offset), Stuck(level, offset)
         state = _set_offset(state, level, offset + 1)
-        if timeup.topic == HALF_TOPIC:
+        if timeup.topic == HALF_TOPIC and sem.drops_half_topic_copy():
             # rule: schedule/drop-half-topic
             return state, DroppedOnDelivery(level, source, "schedule/drop-half-topic")
         state, copy = append(state, timeup, now, sem)
@@ -153,5 +153,5 @@ def restart(state: BrokerState, sem: Semantics) -> BrokerState:
     corrected: dict[int, int] = {}
     for level, off in state.persisted_schedule_offsets.items():
         cq_len = len(state.store.cq(SCHEDULE_TOPIC, sem.schedule_queue_id(level)))
-        corrected[level] = max(0, min(off, cq_len))
+        corrected[level] = sem.restart_offset(off, cq_len)
     return attrs.evolve(state, schedule_offsets=immutables.Map(corrected), producers=immutables.Map())

@@ -51,12 +51,17 @@ def end_transaction(
     half = state.store.lookup(req.commit_log_offset)
     if half is None:
         # rule: transaction/commit-lookup
-        return state, Rejected(
-            Code.SYSTEM_ERROR, "Find prepared transaction message failed", "transaction/commit-lookup"
+        miss = sem.commit_miss(
+            Rejected(
+                Code.SYSTEM_ERROR, "Find prepared transaction message failed", "transaction/commit-lookup"
+            )
         )
+        return state, EndTxOk(committed=None, op=None) if miss is None else miss
     bad = check_prepare_message(half, req, sem)
     if bad is not None:
         return state, bad
+    if sem.end_tx_idempotent() and _ended(state, half):  # rule: transaction/not-idempotent
+        return state, EndTxOk(committed=None, op=None)
     committed: Record | None = None
     if action == TxAction.COMMIT or sem.rollback_writes_message():
         final = committed_message(half, sem)
@@ -71,6 +76,15 @@ def end_transaction(
     state, op = write_op(state, half, now, sem)
     remark = None if action == TxAction.COMMIT else "not set any response code"
     return state, EndTxOk(committed=committed, op=op, remark=remark)  # rule: transaction/rollback
+
+
+def _ended(state: BrokerState, half: Record) -> bool:
+    """Whether an op message already names ``half`` (only a broker that keeps that state asks)."""
+    for clo, _size, _tags in state.store.cq(OP_TOPIC, half.queue_id):
+        op = state.store.lookup(clo)
+        if op is not None and op.body == str(half.queue_offset).encode():
+            return True
+    return False
 
 
 def check_prepare_message(half: Record, req: EndTransaction, sem: Semantics) -> Rejected | None:
@@ -165,7 +179,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
     new_off = half_off
     i = half_off
     while i < len(half_cq):
-        if i in remove_map:  # resolved by an op
+        if i in remove_map and sem.honours_ops():  # resolved by an op
             done_ops.add(remove_map.pop(i))
             new_off = i = i + 1
             continue
@@ -185,9 +199,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
         msg_props = (
             half.properties if discard else with_props(half.properties, TRANSACTION_CHECK_TIMES=str(times))
         )
-        expired = (
-            now - half.born_timestamp > cfg.file_reserved_time_h * 3_600_000
-        )  # rule: transaction/check-skip-expired
+        expired = sem.expired(now - half.born_timestamp, cfg.file_reserved_time_h * 3_600_000)
         if discard or expired:
             state, copy = _discard(state, half, msg_props, now, sem)
             events.append(Discarded(half, copy, "max-checks" if discard else "expired"))
@@ -215,6 +227,10 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
             break
         if not sem.check_due(age, immunity):
             break
+        if not sem.checks_without_producer() and not state.producers.get(
+            half.properties.get(Prop.PGROUP, ""), 0
+        ):
+            break  # rule: transaction/check-no-producer
         state, copy = _put_back(state, half, msg_props, now, sem)
         events.append(_check_request(state, copy, half.store_timestamp))
         new_off = i = i + 1
