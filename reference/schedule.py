@@ -151,7 +151,7 @@ def restart(state: BrokerState, sem: Semantics) -> BrokerState:
     gone. rule: schedule/restart-redelivery
     """
     corrected: dict[int, int] = {}
-    for level, off in state.persisted_schedule_offsets.items():
+    for level in range(1, state.config.max_delay_level + 1):
         cq_len = len(state.store.cq(SCHEDULE_TOPIC, sem.schedule_queue_id(level)))
-        corrected[level] = sem.restart_offset(off, cq_len)
+        corrected[level] = sem.restart_offset(state.persisted_schedule_offsets.get(level, 0), cq_len)
     return attrs.evolve(state, schedule_offsets=immutables.Map(corrected), producers=immutables.Map())

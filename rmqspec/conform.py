@@ -6,10 +6,12 @@ checked by the history checker. A target is ``reference``, ``mutant:NAME`` or ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -21,9 +23,12 @@ from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
 from rmqspec.conformance.contract import Target, TargetError
+from rmqspec.conformance.kill import KillRow
+from rmqspec.conformance.kill import kill_matrix as run_kill_matrix
 from rmqspec.conformance.machine import run_machine
-from rmqspec.conformance.mutants import MUTANTS
+from rmqspec.conformance.mutants import MUTANTS, Mutant
 from rmqspec.conformance.scenarios import Scenario, ScenarioResult, catalogue, run_scenario
+from rmqspec.conformance.wireprobe import FaultProxy
 from rmqspec.conformance.workload import run_workload
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.constants import NOT_ALLOWED_SEND_TOPICS, TRANS_CHECK_MAX_TIME_TOPIC
@@ -61,6 +66,10 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
                 f"unknown mutant {name!r}; `rmqspec mutants --list` shows the {len(MUTANTS)} names"
             )
         m = MUTANTS[name]
+        if m.served_only:
+            raise TargetSpecError(
+                f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
+            )
         return lambda cfg: InProcessTarget(m.model(cfg), name=spec)
     if spec.startswith("remoting://"):
         tp = remoting_profile(spec, profile)
@@ -281,16 +290,29 @@ def _conform_served(
     judged over TCP exactly as a remote broker is."""
     inner = target.removeprefix("served").removeprefix(":") or "reference"
     tp = remoting_profile("remoting://127.0.0.1:1", profile)
+    mutant: Mutant | None = None
     if inner == "reference":
         model = Model(tp.config)
     elif inner.startswith("mutant:") and inner.removeprefix("mutant:") in MUTANTS:
-        model = MUTANTS[inner.removeprefix("mutant:")].model(tp.config)
+        mutant = MUTANTS[inner.removeprefix("mutant:")]
+        model = mutant.model(tp.config)
     else:
         raise TargetSpecError(f"cannot serve {inner!r}: use served, served:reference or served:mutant:NAME")
-    with BackgroundServer(WallClockTarget(model, name=f"{inner}@wall")) as (host, port):
+    with _served(model, inner, mutant) as (host, port):
         address = f"remoting://{host}:{port}"
         rep = _conform_wall(address, attrs.evolve(tp, host=host, port=port), scenarios, **kw)
     return attrs.evolve(rep, target=target)
+
+
+@contextlib.contextmanager
+def _served(model: Model, name: str, mutant: Mutant | None) -> Iterator[tuple[str, int]]:
+    """The model over TCP; a wire mutant's fault between it and the client."""
+    with BackgroundServer(WallClockTarget(model, name=f"{name}@wall")) as (host, port):
+        if mutant is None or mutant.wire is None:
+            yield host, port
+            return
+        with FaultProxy(host, port, mutant.wire) as (proxy_host, proxy_port):
+            yield proxy_host, proxy_port
 
 
 def _conform_wall(
@@ -389,39 +411,30 @@ def run_checked_workload(target: str, profile: Path | None, *, examples: int, se
     return run_machine(target_factory(target), BrokerConfig(), max_examples=examples)
 
 
-@attrs.frozen
-class KillRow:
-    mutant: str
-    rule: str
-    killed: bool
-    killed_by: tuple[str, ...]
-    machine: bool
+class CommandLineTargets:
+    """The kill matrix's targets: a mutant's model in process, the reference served over TCP."""
+
+    def in_process(self, mutant: Mutant, config: BrokerConfig) -> Target:
+        return InProcessTarget(mutant.model(config), name=f"mutant:{mutant.name}")
+
+    def serve(self, config: BrokerConfig) -> AbstractContextManager[tuple[str, int]]:
+        return BackgroundServer(WallClockTarget(Model(config), name="reference@wall"))
 
 
 def kill_matrix(
     *,
-    examples: int = 50,
+    examples: int = 30,
     names: list[str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     scenarios: list[Scenario] | None = None,
+    workers: int = 1,
 ) -> list[KillRow]:
-    scenarios = scenarios if scenarios is not None else catalogue()
-    rows = []
-    chosen = names or sorted(MUTANTS)
-    for n, name in enumerate(chosen):
-        if progress:
-            progress(n, len(chosen), name)
-        rep = conform(f"mutant:{name}", scenarios=scenarios, examples=examples, shrink=False)
-        killers = tuple(r.scenario.id for r in rep.scenarios if r.outcome == "fail")
-        rows.append(
-            KillRow(
-                name,
-                MUTANTS[name].rule,
-                bool(killers) or rep.machine is not None,
-                killers,
-                rep.machine is not None,
-            )
-        )
-    if progress:
-        progress(len(chosen), len(chosen), "done")
-    return rows
+    """``conformance.kill.kill_matrix`` with the command line's targets."""
+    return run_kill_matrix(
+        CommandLineTargets(),
+        examples=examples,
+        names=names,
+        progress=progress,
+        scenarios=scenarios,
+        workers=workers,
+    )

@@ -50,6 +50,8 @@ def generate_cmd(
         raise _fail("--histories and --events must be at least 1")
     if mutant is not None and mutant not in MUTANTS:
         raise _fail(f"unknown mutant {mutant!r}; `rmqspec mutants --list` shows the names")
+    if mutant is not None and MUTANTS[mutant].served_only:
+        raise _fail(f"mutant {mutant!r} is a fault on the served wire: traces are made in process")
     if fmt not in ("parquet", "jsonl"):
         raise _fail(f"--format {fmt!r}: use parquet or jsonl")
     if out.exists() and not out.is_dir():

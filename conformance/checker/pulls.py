@@ -101,9 +101,12 @@ class PullsMixin(TransactionsMixin):
             self.on_record(r, e)
             at = (r.topic, r.queue_id, r.queue_offset)
             if at != (op.topic, op.queue_id, op.offset + i):
+                # A record of the queue at another offset: its entry points at the wrong record (entry n
+                # holds the record stored at queue offset n); a record of another queue: a bad FOUND.
+                in_queue = (r.topic, r.queue_id) == queue
                 self.report(
                     "wrong-pull-result",
-                    "pull/found",
+                    "dispatch/in-order" if in_queue else "pull/found",
                     e.index,
                     f"record {i} of a pull of {op.topic}:{op.queue_id} from {op.offset} is {at[0]}:{at[1]} "
                     f"offset {at[2]}, expected offset {op.offset + i}",
