@@ -134,3 +134,20 @@ def test_known_check_rounds_replace_the_periodic_ticks_near_them() -> None:
     assert infer_check_rounds(seen, 5000, 3000, 100) == (4981, 9990)
     seen[1] = Event(1, -1, "ok", "check", first, 5000)
     assert infer_check_rounds(seen, 5000, 3000, 100) == (4981, 9990)
+
+
+def test_a_verdict_says_what_it_compared_and_nothing_compared_is_no_pass() -> None:
+    v = verdict(delayed_history(Model(CFG), 2000))
+    assert v.valid == "pass"
+    assert (v.checked["responses"], v.checked["records"], v.checked["pulls"]) == (1, 1, 1)
+    assert v.checked_total == sum(v.checked.values()) == 3
+    assert "compared with the model: responses 1, records 1, pulls 1" in v.summary()
+    empty = verdict([])
+    assert (empty.valid, empty.reason) == (
+        "unknown",
+        "nothing was checked: the history holds no answer the model could be compared with",
+    )
+    assert "not a pass" in empty.summary()
+    # Only invokes whose outcome never came: unknown, with the reason.
+    sends = delayed_history(Model(CFG), 2000)[:1]
+    assert verdict(sends).valid == "unknown"

@@ -191,7 +191,7 @@ class Verdict:
 
     def summary(self) -> str:
         """One paragraph for a broker's author: what was checked, and what to fix first."""
-        checked = ", ".join(f"{n} {kind}" for kind, n in self.checked.items() if n) or "nothing"
+        checked = ", ".join(f"{kind} {n}" for kind, n in self.checked.items() if n) or "nothing"
         seen = f"{self.consumed} of {self.total} events read; compared with the model: {checked}."
         if self.valid == "pass":
             text = f"The target behaved as the model allows. {seen}"
