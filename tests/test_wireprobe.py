@@ -25,9 +25,9 @@ def test_the_served_reference_gives_the_probe_nothing_to_find() -> None:
 def test_a_wire_fault_is_found_by_its_rule(name: str) -> None:
     m = MUTANTS[name]
     assert m.wire is not None
-    with BackgroundServer(WallClockTarget(Model(PROBE_CONFIG))) as (host, port):
-        with FaultProxy(host, port, m.wire) as (proxy_host, proxy_port):
-            result = probe(proxy_host, proxy_port)
+    served = BackgroundServer(WallClockTarget(Model(PROBE_CONFIG)))
+    with served as (host, port), FaultProxy(host, port, m.wire) as (proxy_host, proxy_port):
+        result = probe(proxy_host, proxy_port)
     assert result.rules == (m.rule,), [f.message for f in result.findings]
 
 
