@@ -6,6 +6,7 @@ a failure of one a correct broker may produce); the pair now pins both sides.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
@@ -337,3 +338,58 @@ def test_a_check_carries_the_half_message_under_its_real_topic() -> None:
     ev = history()
     next(e for e in ev if e.f == "check").value["message"]["properties"]["PGROUP"] = "other"
     assert names(ev, cfg) == {"wrong-check-message"}
+
+
+# --- a broker whose commit log held other records before the history began -------------------------
+
+
+def _shift_id(msg_id: str, by: int) -> str:
+    return ",".join(m[:-16] + f"{int(m[-16:], 16) + by:016X}" for m in msg_id.split(","))
+
+
+def shifted(events: list[Event], by: int) -> list[Event]:
+    """The same history from a broker whose commit-log offsets are all ``by`` higher (a shared broker)."""
+    out = []
+    for e in events:
+        v = json.loads(json.dumps(e.value))
+        if e.type == "invoke" and e.f in ("send_back", "view"):
+            v["offset"] += by
+        if e.type == "invoke" and e.f == "end_tx":
+            v["commit_log_offset"] += by
+        if isinstance(v.get("fields"), dict) and "msg_id" in v["fields"]:
+            v["fields"]["msg_id"] = _shift_id(v["fields"]["msg_id"], by)
+        records = v.get("records", []) + ([v["message"]] if "message" in v else [])
+        if e.f == "check":
+            v["commit_log_offset"] += by
+        for r in records:
+            r["commit_log_offset"] += by
+            r["msg_id"] = _shift_id(r["msg_id"], by)
+            if r["sys_flag"] & 12 == 8 and r["topic"] == "T":
+                r["prepared_transaction_offset"] += by
+            origin = r["properties"].get("ORIGIN_MESSAGE_ID")
+            if origin:
+                r["properties"]["ORIGIN_MESSAGE_ID"] = _shift_id(origin, by)
+        out.append(Event(e.index, e.process, e.type, e.f, v, e.time))
+    return out
+
+
+def test_a_retry_copy_of_a_committed_message_names_no_half() -> None:
+    """A send-back copies the sysFlag (COMMIT) but not preparedTransactionOffset (4.9.8
+    SendMessageProcessor.consumerSendMsgBack): 0 is right for it, wherever the half sits."""
+    t = target()
+    t.execute(Send(Message("T", b"p", props(UNIQ_KEY="P1"))))  # commit-log offset 0 in the model
+    sent = t.execute(Send(Message("T", b"h", props(UNIQ_KEY="H1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+    clo = int(str(sent.fields["msg_id"])[-16:], 16)
+    offset = int(sent.fields["queue_offset"])  # type: ignore[call-overload]
+    t.execute(EndTx(EndTransaction("PG", offset, clo, TxAction.COMMIT, transaction_id="H1")))
+    pulled = t.execute(Pull("T", 0, 0))
+    t.execute(ConsumerSendBack(SendBack("CG", pulled.records[1].commit_log_offset)))
+    t.advance_to(EPOCH + 4000)
+    t.execute(Pull("%RETRY%CG", 0, 0))
+    assert t.events[-1].value["records"][0]["prepared_transaction_offset"] == 0
+    assert names(shifted(t.events, 1000)) == set()
+    bad = shifted(t.events, 1000)
+    next(r for e in bad if e.f == "pull" for r in e.value.get("records", []) if r["sys_flag"] == 8)[
+        "prepared_transaction_offset"
+    ] = 0
+    assert names(bad) == {"wrong-prepared-offset"}

@@ -185,7 +185,9 @@ class RecordsMixin(OrderMixin):
                 f"{uniq} sysFlag {r.sys_flag}, expected {m.sys_flag}",
                 uniq=uniq,
             )
-        if m.tran_type == 8:  # a committed message names its half (which may sit at offset 0)
+        if x.rule == "transaction/committed-message":
+            # What END_TRANSACTION wrote names its half (which may sit at commit-log offset 0). Other
+            # COMMIT-typed records (a retry copy of a committed message) carry 0: nothing to map.
             want = self.model_to_target.get(m.prepared_transaction_offset)
             if want is not None and r.prepared_transaction_offset != want:
                 self.report(
