@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv browser conform test lint typecheck rules crosshair pytest docs bench mutmut clean
+.PHONY: venv browser conform conform-real test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
@@ -52,7 +52,26 @@ pytest: $(STAMP) browser
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site
 
-test: lint typecheck rules crosshair pytest docs
+test: lint typecheck rules crosshair pytest docs conform-real
+
+# Apache RocketMQ, every pinned version (rmqspec broker versions): the brokers' jars from Maven Central into
+# ~/.cache/rmqspec (or $$RMQSPEC_CACHE); offline once there. Needs Maven (apt-get install maven).
+rocketmq: $(STAMP)
+	$(BIN)/rmqspec broker fetch
+
+# The whole suite on every pinned Apache RocketMQ version, each started by rmqspec with the short-levels
+# profile and stopped after; reports in out/results/ (docs/results/ is made from them by `make results`).
+REAL_VERSIONS ?= 4.9.7 5.5.0
+REAL_PROFILE  ?= profiles/short-levels.yaml
+REAL_WORKLOAD ?= 60
+conform-real: rocketmq
+	@mkdir -p out/results
+	@status=0; for v in $(REAL_VERSIONS); do \
+	  echo "== apache:$$v"; \
+	  $(BIN)/rmqspec conform --target apache:$$v --profile $(REAL_PROFILE) --workload-seconds $(REAL_WORKLOAD) \
+	    --report out/results/apache-$$v.json --junit out/results/apache-$$v.xml --save-dir out/failures/apache-$$v \
+	    || status=$$?; \
+	done; exit $$status
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import attrs
 
-from rmqspec.conformance.contract import ALL_FEATURES, CheckEvent, Clock, Feature, Response, TargetInfo
+from rmqspec.conformance.contract import (
+    ALL_FEATURES,
+    LOGICAL_ONLY,
+    CheckEvent,
+    Clock,
+    Response,
+    TargetInfo,
+)
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model, Op
 from rmqspec.reference.observations import (
@@ -83,7 +90,7 @@ def to_response(obs: Observation) -> Response:
         case PullResult():
             return Response(
                 int(obs.code),
-                None,
+                obs.status.value,  # PullMessageProcessor: remark = GetMessageStatus name (pull/status-codes)
                 {
                     "next_begin_offset": obs.next_begin_offset,
                     "min_offset": obs.min_offset,
@@ -126,7 +133,7 @@ class WallClockTarget:
             name=name,
             clock=Clock.WALL,
             config=self.model.config,
-            features=ALL_FEATURES - {Feature.CLOCK_SKEW},
+            features=ALL_FEATURES - LOGICAL_ONLY,
         )
 
     @staticmethod

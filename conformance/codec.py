@@ -52,6 +52,7 @@ from rmqspec.reference.observations import (
     SendBackOk,
     SendOk,
 )
+from rmqspec.reference.pull import DEFAULT_CLIENT
 from rmqspec.reference.put import Message
 from rmqspec.reference.records import Props, Record, props, stored_size
 from rmqspec.reference.sendback import SendBack
@@ -265,8 +266,8 @@ def op_to_json(op: Op) -> dict[str, Any]:
             d |= {"properties": dict(b.properties), "born_timestamp": b.born_timestamp}
             d |= {"born_host": _host(b.born_host), "default_topic_queue_nums": b.default_topic_queue_nums}
             d |= {"queue_choice": c}
-        case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g):
-            d |= {"topic": t, "queue": q, "offset": o, "max": n, "group": g}
+        case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g, client=client):
+            d |= {"topic": t, "queue": q, "offset": o, "max": n, "group": g, "client": _host(client)}
         case ConsumerSendBack(request=r, queue_choice=c):
             d |= {"group": r.group, "offset": r.offset, "delay_level": r.delay_level}
             d |= {"max_reconsume_times": r.max_reconsume_times, "origin_msg_id": r.origin_msg_id}
@@ -336,7 +337,12 @@ def _send_batch(r: _Fields) -> SendBatch:
 
 def _pull(r: _Fields) -> Pull:
     return Pull(
-        r.text("topic"), r.num("queue", 0), r.num("offset", 0), r.num("max", 32), r.text("group", "CG")
+        r.text("topic"),
+        r.num("queue", 0),
+        r.num("offset", 0),
+        r.num("max", 32),
+        r.text("group", "CG"),
+        r.host("client", DEFAULT_CLIENT),
     )
 
 

@@ -43,9 +43,15 @@ class Feature(enum.StrEnum):
     RESTART = "restart"
     HEARTBEAT = "heartbeat"
     CLOCK_SKEW = "clock-skew"  # the suite can step the broker's clock (``skew_clock``); in-process only
+    # The suite places the transaction check service's runs (at multiples of the interval from the start
+    # of the logical clock): needed by examples that pin a run to an exact millisecond (the timeout's
+    # boundary); on a real broker the history checker judges check timing against the runs it shows.
+    CHECK_PHASE = "check-phase"
 
 
 ALL_FEATURES = frozenset(Feature)
+# What only a logical clock offers: a wall-clock target never has these.
+LOGICAL_ONLY = frozenset({Feature.CLOCK_SKEW, Feature.CHECK_PHASE})
 
 
 @attrs.frozen

@@ -70,6 +70,10 @@ class RecordingTarget:
     def _add(self, process: int, type_: str, f: str, value: dict[str, Any], time: int) -> None:
         self.events.append(Event(len(self.events), process, type_, f, value, time))
 
+    def note(self, process: int, type_: str, f: str, value: dict[str, Any]) -> None:
+        """Record something that happened outside ``execute`` (a broker restart the suite caused)."""
+        self._add(process, type_, f, value, self.target.now())
+
     def advance_to(self, t: int) -> list[CheckEvent]:
         checks = self.target.advance_to(t)
         for c in checks:

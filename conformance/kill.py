@@ -32,7 +32,8 @@ from .checker import Verdict
 from .contract import Target
 from .machine import run_machine
 from .mutants import MUTANTS, Mutant
-from .scenarios import Scenario, catalogue, run_scenario
+from .scenario_run import run_scenario
+from .scenarios import Scenario, catalogue
 from .wireprobe import PROBE_CONFIG, FaultProxy, probe
 
 

@@ -23,6 +23,7 @@ from rmqspec.reference.config import BrokerConfig, Profile
 from rmqspec.reference.constants import Code, PullStatus
 from rmqspec.reference.model import Model
 from rmqspec.reference.observations import PullResult, Rejected
+from rmqspec.reference.properties import encode_properties
 from rmqspec.reference.records import Props
 from rmqspec.reference.semantics import Semantics, V5Semantics
 from rmqspec.reference.state import with_props
@@ -453,8 +454,11 @@ class EmptyPropertyKept(Semantics):
 
 @mutant("topic-length-255", "put/topic-validation", "topic names up to 255 characters are accepted")
 class TopicLength255(Semantics):
-    def topic_max_length(self) -> int:
-        return 255
+    def topic_name_problem(self, topic: str) -> str | None:
+        problem = super().topic_name_problem(topic)
+        if problem is not None and len(topic) <= 255 and super().topic_name_problem(topic[:127]) is None:
+            return None  # only the length was wrong
+        return problem
 
 
 @mutant(
@@ -480,6 +484,14 @@ class PropertiesLimit(Semantics):
     def properties_max_length(self) -> int:
         return 65_535
 
+    def store_refuses(
+        self, topic: str, body: bytes, props: Props, stored: Props, sys_flag: int
+    ) -> str | None:
+        refused = super().store_refuses(topic, body, props, stored, sys_flag)
+        if refused is not None and len(encode_properties(stored)) <= 65_535 and len(topic) <= 127:
+            return None
+        return refused
+
 
 @mutant(
     "send-result-names-stored-queue",
@@ -493,8 +505,8 @@ class SendResultStoredQueue(Semantics):
 
 @mutant("wait-stored", "put/stored-properties", "a single message keeps WAIT in its stored properties")
 class WaitStored(Semantics):
-    def single_stored(self, props: Props) -> Props | None:
-        return None
+    def strips_wait(self) -> bool:
+        return False
 
 
 @mutant(
@@ -704,6 +716,22 @@ class ExpiryIgnored(Semantics):
 @mutant("ops-ignored", "transaction/check-resolved", "the check service ignores op messages")
 class OpsIgnored(Semantics):
     def honours_ops(self) -> bool:
+        return False
+
+
+@mutant(
+    "end-after-immunity-accepted",
+    "transaction/end-after-immunity",
+    "a commit past its immunity that is not a check's answer is applied (5.1.1+ refuses it)",
+)
+class EndAfterImmunityAccepted(Semantics):
+    def rejects_end_after_immunity(self) -> bool:
+        return False
+
+
+@mutant("ops-not-batched", "transaction/op-batch", "5.1.0+ writes each op at once instead of batching them")
+class OpsNotBatched(Semantics):
+    def batched_ops(self) -> bool:
         return False
 
 

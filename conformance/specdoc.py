@@ -5,7 +5,8 @@ The format (``docs/spec-format.md`` describes it for authors):
 * the file starts with a ``# Title`` line and intro text;
 * a rule is a level-2 heading whose whole text is the rule ID, ``<area>/<case>``, where ``<area>`` is
   the file's name without ``.md``;
-* right after the heading a ``**Versions:**`` line, optionally followed by a ``**Facts:**`` line;
+* right after the heading a ``**Versions:**`` line, then optionally a ``**Source:**`` line (the RocketMQ
+  source the rule was read in, per version tag) and a ``**Facts:**`` line, in that order;
 * then the statement (any Markdown), then zero or more fenced blocks with the info string ``example``,
   each a YAML mapping (a scenario) with ``name`` and ``steps``.
 
@@ -30,6 +31,7 @@ __all__ = [
     "RULE_ID_RE",
     "Example",
     "Rule",
+    "SourceCitation",
     "Spec",
     "SpecError",
     "SpecFile",
@@ -57,7 +59,14 @@ AREA_ORDER = (
 EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "steps"})
 
 _VERSIONS = "**Versions:**"
+_SOURCE = "**Source:**"
 _FACTS = "**Facts:**"
+_LABELS = (_VERSIONS, _SOURCE, _FACTS)
+# A release named in a Versions or Source line: 4.9.8, 5.5.0.
+VERSION_RE = re.compile(r"\b\d+\.\d+\.\d+\b")
+_RANGE_RE = re.compile(r"^(?P<a>\d+\.\d+\.\d+)(?:\s*[–-]\s*(?P<b>\d+\.\d+\.\d+))?$")
+# A line of releases that were not read: "5.x", "4.x" (a Versions line names releases).
+VAGUE_VERSION_RE = re.compile(r"\b\d+\.x\b")
 _FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _H1 = re.compile(r"^ {0,3}#(?:[ \t]+(?P<text>.*?))?[ \t]*$")
 _H2 = re.compile(r"^ {0,3}##(?:[ \t]+(?P<text>.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -97,6 +106,23 @@ class Example:
 
 
 @attrs.frozen
+class SourceCitation:
+    """One group of a ``**Source:**`` line: the releases read, the file, and the methods read in it."""
+
+    versions: tuple[tuple[str, str], ...]  # (first, last) release tags; first == last for one release
+    path: str
+    methods: tuple[str, ...]
+
+    def covers(self, version: str) -> bool:
+        v = version_key(version)
+        return any(version_key(a) <= v <= version_key(b) for a, b in self.versions)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+@attrs.frozen
 class Rule:
     id: str
     area: str
@@ -107,6 +133,28 @@ class Rule:
     examples: tuple[Example, ...]
     file: str
     line: int  # the line of the heading
+    source: str | None = None  # the ``**Source:**`` line as written
+    sources: tuple[SourceCitation, ...] = ()
+    observed: str | None = None  # the ``Observed:`` part of the Source line: runs that confirmed it
+    suite_rule: str | None = None  # ``Source: suite: <why>``: a rule about rmqspec itself, not RocketMQ
+
+    def source_problems(self) -> list[str]:
+        """Why this rule's sources do not back its Versions line (empty: they do)."""
+        where = f"{self.id} ({self.file}:{self.line})"
+        if self.suite_rule is not None:
+            return []
+        if self.source is None:
+            return [f"{where}: no **Source:** line (cite the RocketMQ file and method per version tag)"]
+        out = []
+        vague = VAGUE_VERSION_RE.findall(self.versions)
+        if vague:
+            out.append(
+                f"{where}: the Versions line names {', '.join(dict.fromkeys(vague))}: name the releases read"
+            )
+        for v in dict.fromkeys(VERSION_RE.findall(self.versions)):
+            if not any(c.covers(v) for c in self.sources):
+                out.append(f"{where}: the Versions line names {v}, which no Source citation covers")
+        return out
 
 
 @attrs.frozen
@@ -154,7 +202,8 @@ def citation_pattern(areas: tuple[str, ...] | list[str]) -> re.Pattern[str]:
     if not areas:
         return re.compile(r"(?!x)x")  # matches nothing
     alternatives = "|".join(sorted((re.escape(a) for a in areas), key=lambda a: (-len(a), a)))
-    return re.compile(rf"\b(?:{alternatives})/[a-z0-9]+(?:-[a-z0-9]+)*\b")
+    # Not a path segment: "broker/transaction/queue/..." in a Source line names no rule.
+    return re.compile(rf"(?<![\w/.-])(?:{alternatives})/[a-z0-9]+(?:-[a-z0-9]+)*\b(?!/)")
 
 
 def default_spec_dir() -> Path:
@@ -327,7 +376,7 @@ def _labelled(
     j += 1
     while j < len(body):
         text = body[j][1]
-        if not text.strip() or text.lstrip().startswith(("**Versions:**", "**Facts:**")) or _opens(text):
+        if not text.strip() or text.lstrip().startswith(_LABELS) or _opens(text):
             break
         parts.append(text.strip())
         j += 1
@@ -341,6 +390,11 @@ def _parse_rule(s: _Section, area: str, file: str) -> Rule:
         raise SpecError(file, s.line, f"rule {s.rule_id}: a '{_VERSIONS}' line must follow the heading")
     if not versions:
         raise SpecError(file, vline, f"rule {s.rule_id}: the '{_VERSIONS}' line is empty")
+    source, sline, i = _labelled(body, i, _SOURCE)
+    sources: tuple[SourceCitation, ...] = ()
+    observed = suite_rule = None
+    if source is not None:
+        sources, observed, suite_rule = parse_source(source, s.rule_id, file, sline)
     facts, fline, i = _labelled(body, i, _FACTS)
     if facts is not None and not facts:
         raise SpecError(file, fline, f"rule {s.rule_id}: the '{_FACTS}' line is empty")
@@ -386,7 +440,59 @@ def _parse_rule(s: _Section, area: str, file: str) -> Rule:
         examples=tuple(examples),
         file=file,
         line=s.line,
+        source=source,
+        sources=sources,
+        observed=observed,
+        suite_rule=suite_rule,
     )
+
+
+_CITATION_RE = re.compile(r"^(?P<versions>[^:`]+):\s*`(?P<path>[^`]+)`(?P<methods>(?:[\s,]*`[^`]+`)*)\s*\.?$")
+
+
+def parse_source(
+    text: str, rule_id: str, file: str, line: int
+) -> tuple[tuple[SourceCitation, ...], str | None, str | None]:
+    """A ``**Source:**`` line: ``V[, V...]: `path` `method`[, `method`...]`` groups separated by ``;``,
+    optionally followed by ``Observed: <runs>``; or ``suite: <why>`` for a rule about rmqspec itself.
+    A V is a release (``4.9.8``) or a range of releases read (``4.9.3–4.9.8``)."""
+    text = text.strip()
+    if not text:
+        raise SpecError(file, line, f"rule {rule_id}: the '{_SOURCE}' line is empty")
+    if text.startswith("suite:"):
+        why = text.removeprefix("suite:").strip()
+        if not why:
+            raise SpecError(file, line, f"rule {rule_id}: 'Source: suite:' needs a reason")
+        return (), None, why
+    body, _, observed = text.partition("Observed:")
+    citations = []
+    for group in (g.strip() for g in body.split(";")):
+        if not group:
+            continue
+        m = _CITATION_RE.match(group)
+        if not m:
+            raise SpecError(
+                file,
+                line,
+                f"rule {rule_id}: Source group {group[:60]!r} is not 'VERSIONS: `path` `method`, ...' "
+                "(VERSIONS: releases such as 4.9.8 or ranges such as 4.9.3–4.9.8, comma-separated)",
+            )
+        versions = []
+        for item in (v.strip() for v in m.group("versions").split(",")):
+            r = _RANGE_RE.match(item)
+            if not r:
+                raise SpecError(file, line, f"rule {rule_id}: {item!r} in the Source line is not a release")
+            a, b = r.group("a"), r.group("b") or r.group("a")
+            if version_key(b) < version_key(a):
+                raise SpecError(file, line, f"rule {rule_id}: the range {item!r} runs backwards")
+            versions.append((a, b))
+        methods = tuple(re.findall(r"`([^`]+)`", m.group("methods")))
+        if not methods:
+            raise SpecError(file, line, f"rule {rule_id}: Source group {group[:60]!r} names no method")
+        citations.append(SourceCitation(tuple(versions), m.group("path"), methods))
+    if not citations:
+        raise SpecError(file, line, f"rule {rule_id}: the Source line cites nothing")
+    return tuple(citations), (observed.strip().rstrip(".") or None), None
 
 
 def _parse_example(rule_id: str, file: str, line: int, source: str) -> Example:

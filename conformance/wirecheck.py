@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.reference.javanum import parse_int
 from rmqspec.reference.properties import decode_properties
 
 _OFFSET_ID = re.compile(r"[0-9A-F]{32}|[0-9A-F]{56}")
@@ -146,6 +147,11 @@ def _offset_ids(value: str | None, where: str) -> list[WireFinding]:
     ]
 
 
+def _end_tx_type(ext: dict[str, str]) -> int | None:
+    """commitOrRollback as the broker reads it (Integer.parseInt: "00" is UNKNOW too); None: unreadable."""
+    return parse_int(ext.get("commitOrRollback"))
+
+
 def check_exchange(request: bytes, response: bytes | None) -> list[WireFinding]:
     """The findings on one request and its answer (None: none arrived). rule: wire/request-response"""
     req = parse_frame(request)
@@ -154,7 +160,7 @@ def check_exchange(request: bytes, response: bytes | None) -> list[WireFinding]:
     code = int(req.header["code"])
     oneway = bool(req.flag & 2)
     if response is None:
-        if oneway or (code == 37 and req.ext.get("commitOrRollback") not in ("8", "12")):
+        if oneway or (code == 37 and _end_tx_type(req.ext) == 0):
             return []  # rule: wire/end-transaction (no answer to UNKNOW)
         return [WireFinding("wire/request-response", f"request code {code}: no answer")]
     resp = parse_frame(response)
@@ -200,8 +206,15 @@ def check_exchange(request: bytes, response: bytes | None) -> list[WireFinding]:
     elif code in (12, 33) and rcode == 0:
         out += check_records(resp.body, where)
     elif code == 37:
-        if req.ext.get("commitOrRollback") not in ("8", "12"):
+        kind = _end_tx_type(req.ext)
+        if kind == 0:
             out.append(WireFinding("wire/end-transaction", f"{where}: an UNKNOW was answered"))
+        elif kind not in (8, 12) and rcode != 1:
+            out.append(
+                WireFinding(
+                    "wire/end-transaction", f"{where}: type {kind} answered {rcode}, not SYSTEM_ERROR"
+                )
+            )
         missing = [n for n in _END_TX_FIELDS if n not in req.ext]
         if missing:
             out.append(WireFinding("wire/end-transaction", f"request lacks {', '.join(missing)}"))

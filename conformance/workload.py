@@ -41,6 +41,45 @@ class WorkloadResult:
     events: tuple[Event, ...]
     operations: int
     seconds: float
+    restarts: int = 0
+
+    def acknowledged(self) -> int:
+        """Messages the broker acknowledged: sends (and batch members) answered SUCCESS."""
+        n = 0
+        for e in self.events:
+            if e.type == "ok" and e.f in ("send", "send_half") and e.value.get("code") == 0:
+                n += 1
+        return n
+
+    def duplicates(self) -> int:
+        """Copies read more than once in one queue (a redelivery the spec allows after a restart)."""
+        # Retry copies share the UNIQ_KEY but differ in reconsumeTimes: only the same copy stored twice
+        # (a delivery repeated after a restart, a transaction committed twice) is a duplicate.
+        seen: dict[tuple[str, str, int, int, int], set[int]] = {}
+        for e in self.events:
+            if e.f == "pull" and e.type == "ok":
+                for r in e.value.get("records", []):
+                    uniq = (r.get("properties") or {}).get("UNIQ_KEY")
+                    if uniq:
+                        key = (
+                            uniq,
+                            str(r.get("topic")),
+                            int(r.get("queue_id", 0)),
+                            int(r.get("reconsume_times", 0)),
+                            int(r.get("sys_flag", 0)),
+                        )
+                        seen.setdefault(key, set()).add(int(r.get("queue_offset", -1)))
+        return sum(len(offsets) - 1 for offsets in seen.values() if len(offsets) > 1)
+
+
+@attrs.frozen
+class Chaos:
+    """Broker restarts during a workload: every ``every_s`` seconds (drawn from [0.5, 1.5] times it),
+    ``restart(graceful)`` stops the broker (SIGTERM when graceful, else SIGKILL) and starts it again on
+    the same store, returning once it answers. Each restart is an event of the history."""
+
+    restart: Callable[[bool], None]
+    every_s: float = 12.0
 
 
 class _SafeRecorder(RecordingTarget):
@@ -64,6 +103,7 @@ def run_workload(
     epsilon_ms: int = 1000,
     levels: int = 2,
     progress: Callable[[str], None] | None = None,
+    chaos: Chaos | None = None,
 ) -> WorkloadResult:
     """Drive ``target`` concurrently for ``seconds``, then settle, read everything and check the history.
 
@@ -168,6 +208,25 @@ def run_workload(
             pull_all(90, rnd)
             time.sleep(0.05)
 
+    restarts = [0]
+
+    def chaos_thread() -> None:
+        assert chaos is not None
+        rnd = random.Random(seed + 99)
+        while not stop.wait(chaos.every_s * rnd.uniform(0.5, 1.5)):
+            graceful = restarts[0] % 2 == 0  # SIGTERM, then SIGKILL, alternately
+            t0 = rec.now()
+            rec.note(0, "invoke", "restart", {"graceful": graceful})
+            try:
+                chaos.restart(graceful)
+            except Exception as e:  # the broker did not come back: the rest is judged as unknown
+                rec.note(0, "info", "restart", {"error": f"{type(e).__name__}: {e}"})
+                return
+            restarts[0] += 1
+            rec.note(0, "ok", "restart", {"graceful": graceful, "down_ms": rec.now() - t0})
+            with contextlib.suppress(TargetError):  # producers register again at once after a restart
+                rec.execute(Heartbeat(pgroup), process=0)
+
     def checker_thread() -> None:
         while not stop.is_set():
             for c in rec.advance_to(rec.now() + 100):
@@ -181,12 +240,14 @@ def run_workload(
         threading.Thread(target=consumer, daemon=True),
         threading.Thread(target=checker_thread, daemon=True),
     ]
+    if chaos is not None:
+        threads.append(threading.Thread(target=chaos_thread, daemon=True, name="rmqspec-chaos"))
     for t in threads:
         t.start()
     time.sleep(seconds)
     stop.set()
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=120 if t.name == "rmqspec-chaos" else 30)
     if progress:
         progress("settling")
     settle = max(cfg.delay_levels[lv - 1] for lv in used) * 2 + 2 * epsilon_ms
@@ -195,4 +256,4 @@ def run_workload(
         rec.advance_to(min(settle_until, rec.now() + 500))
     pull_all(90, None)
     verdict = check_history(rec.events, cfg, epsilon_ms=epsilon_ms, shared=True)
-    return WorkloadResult(verdict, tuple(rec.events), ops[0], time.perf_counter() - start)
+    return WorkloadResult(verdict, tuple(rec.events), ops[0], time.perf_counter() - start, restarts[0])

@@ -5,14 +5,17 @@ from __future__ import annotations
 import attrs
 
 from .constants import (
+    PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
+    TOPIC_MAX_LENGTH,
     TRANSACTION_NOT_TYPE,
     Code,
     Prop,
     transaction_value,
 )
+from .javanum import parse_long
 from .observations import BatchOk, Rejected
-from .properties import encode_properties
+from .properties import PROPERTY_SEPARATOR, encode_properties
 from .put import append, msg_check, parse_delay, store_put
 from .records import Inner, Props, Record
 from .semantics import Semantics
@@ -47,27 +50,53 @@ def _wait(p: Props) -> bool:
     return p.get(Prop.WAIT, "true").lower() != "false"
 
 
-def client_check(
-    entries: tuple[BatchEntry, ...], topic: str, max_message_size: int = 4 * 1024 * 1024
-) -> str | None:
-    """MessageBatch.generateFromList and Validators.checkMessage: a reason, or None when the batch is legal.
+_CLIENT_TIMER_PROPS = (Prop.TIMER_DELAY_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELIVER_MS)
 
+
+def client_check(
+    entries: tuple[BatchEntry, ...],
+    topic: str,
+    max_message_size: int = 4 * 1024 * 1024,
+    *,
+    timers_too: bool = False,
+) -> str | None:
+    """MessageBatch.generateFromList, then Validators.checkMessage per message: a reason, or None when the
+    client builds the batch.
+
+    generateFromList looks at every message first (delay, retry topic, same topic, same waitStoreMsgOK), and
+    only then is each message validated (body). The delay level is read with Integer.parseInt, which throws
+    on a DELAY Java cannot read. ``timers_too``: the 5.5.0 client also refuses a positive TIMER_DELAY_MS,
+    TIMER_DELAY_SEC or TIMER_DELIVER_MS ("Delayed messages are not supported for batching").
     rule: batch/client-rules
     """
     if not entries:
         return "the batch is empty"
+    first_topic = entries[0].topic or topic
     first_wait = _wait(entries[0].properties)
     for n, e in enumerate(entries):
         level = parse_delay(e.properties)
-        if isinstance(level, Rejected) or level > 0:
+        if isinstance(level, Rejected):
+            return f"{level.remark} (message {n})"
+        delayed = level > 0
+        if timers_too:
+            for k in _CLIENT_TIMER_PROPS:
+                raw = e.properties.get(k)
+                value = parse_long(raw) if raw is not None else 0
+                if value is None:
+                    return f'java.lang.NumberFormatException: For input string: "{raw}" (message {n})'
+                delayed = delayed or value > 0
+        if delayed:
+            if timers_too:
+                return f"Delayed messages are not supported for batching (message {n})"
             return f"TimeDelayLevel is not supported for batching (message {n})"
         t = e.topic or topic
         if t.startswith(RETRY_PREFIX):
             return f"Retry Group is not supported for batching (message {n})"
-        if t != (entries[0].topic or topic):
+        if n and t != first_topic:
             return f"The topic of the messages in one batch should be the same (message {n})"
-        if _wait(e.properties) != first_wait:
+        if n and _wait(e.properties) != first_wait:
             return f"The waitStoreMsgOK of the messages in one batch should the same (message {n})"
+    for n, e in enumerate(entries):
         if not e.body:
             return f"the message body length is zero (message {n})"
         if len(e.body) > max_message_size:
@@ -75,47 +104,60 @@ def client_check(
     return None
 
 
+def _client_props_bytes(p: Props) -> int:
+    # The properties string of one message as the client encodes it into the batch body.
+    return len(encode_properties(p).encode())
+
+
 def send_batch(
     state: BrokerState, batch: Batch, now: int, sem: Semantics, queue_choice: int = 0
 ) -> tuple[BrokerState, BatchOk | Rejected]:
-    """Store a batch: the broker's MESSAGE_ILLEGAL cases, then each inner message as a normal record.
+    """Store a batch: the broker's refusals, then each inner message as a normal record.
 
-    An inner DELAY is stored but ignored on 4.9.8 (derived): the messages are visible at once.
+    4.9.8: ``SendMessageProcessor.asyncSendBatchMessage``, ``DefaultMessageStore.checkMessages`` (body
+    size), ``CommitLog.asyncPutMessages`` (transaction type, wrapper DELAY) and the batch encoder. 5.5.0:
+    ``sendBatchMessage`` (retry topics), the put hooks (``checkBeforePutMessage``, the schedule hook reading
+    the wrapper's DELAY), ``CommitLog.asyncPutMessages`` and the encoder, which throws on an oversized body.
+    An inner DELAY is stored but never read: the messages are visible at once.
     rule: batch/broker-illegal, batch/inner-delay-ignored, batch/consecutive-offsets
     """
     cfg = state.config
+    wrapper_sent = sem.request_properties(batch.properties, "DefaultRegion", True)
     checked = msg_check(state, batch.topic, batch.queue_id, batch.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
         return state, checked
     state, queue_id = checked
-    if transaction_value(batch.sys_flag) != TRANSACTION_NOT_TYPE:
+    if len(batch.topic) > TOPIC_MAX_LENGTH:  # only a 5.4.0+ retry or DLQ name gets this far
         return state, Rejected(
-            Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal"
+            Code.MESSAGE_ILLEGAL, f"message topic length too long {len(batch.topic)}", "batch/broker-illegal"
         )
     if batch.topic.startswith(RETRY_PREFIX) and sem.batch_rejects_retry_topic():
         return state, Rejected(
-            Code.MESSAGE_ILLEGAL, "batch request does not support retry group", "batch/broker-illegal"
+            Code.MESSAGE_ILLEGAL,
+            f"batch request does not support retry group {batch.topic}",
+            "batch/broker-illegal",
         )
-    wrapper_delay = parse_delay(batch.properties)
-    if isinstance(wrapper_delay, Rejected) or (wrapper_delay > 0 and sem.batch_rejects_wrapper_delay()):
-        return state, Rejected(
-            Code.MESSAGE_ILLEGAL, "delay level not supported in batch", "batch/broker-illegal"
-        )
-    body_size = sum(
-        20 + len(e.body) + 2 + len(encode_properties(e.properties).encode()) for e in batch.entries
+    body_size = sum(22 + len(e.body) + _client_props_bytes(e.properties) for e in batch.entries)
+    refused = (_refuse_5_5 if sem.batch_oversize_is_exception() else _refuse_4_9)(
+        batch, body_size, cfg.max_message_size, sem
     )
-    if body_size > cfg.max_message_size:
-        return state, Rejected(Code.MESSAGE_ILLEGAL, "message body size exceeded", "batch/broker-illegal")
-    if not batch.entries:
-        return state, Rejected(Code.MESSAGE_ILLEGAL, "the batch is empty", "batch/broker-illegal")
-    wrapper = with_props(batch.properties, CLUSTER=cfg.cluster_name)
+    if refused is not None:
+        return state, refused
+    wrapper = with_props(wrapper_sent, CLUSTER=cfg.cluster_name)
+    wrapper_bytes = sem.properties_bytes(wrapper) if sem.batch_stores_wrapper_properties() else 0
     born = now if batch.born_timestamp is None else batch.born_timestamp
     records: list[Record] = []
     for e in batch.entries:
-        # Stored: the inner properties string, then the wrapper's; a reader's map lets the wrapper win.
-        stored = sem.batch_stored(e.properties, wrapper)  # rule: batch/stored-properties
-        raw = len(encode_properties(e.properties).encode()) + len(encode_properties(wrapper).encode())
-        raw += 1 if e.properties and wrapper else 0
+        inner_bytes = _client_props_bytes(e.properties)
+        if wrapper_bytes:
+            # rule: batch/stored-properties: the inner string, a separator unless it ends with one (4.9.3+),
+            # then the wrapper's; a reader's map lets the wrapper win
+            stored = sem.batch_stored(e.properties, wrapper)
+            sep = 1 if inner_bytes and not encode_properties(e.properties).endswith(PROPERTY_SEPARATOR) else 0
+            props_bytes = inner_bytes + sep + wrapper_bytes
+        else:
+            # rule: batch/stored-properties: 5.4.0+ stores each message's own string and nothing else
+            stored, props_bytes = e.properties, inner_bytes
         inner = Inner(
             topic=batch.topic,
             queue_id=queue_id,
@@ -126,7 +168,7 @@ def send_batch(
             born_timestamp=born,
             born_host=batch.born_host,
             store_host=cfg.store_host,
-            extra_size=raw - len(encode_properties(stored).encode()),
+            props_bytes=props_bytes,
         )
         if sem.batch_inner_delay_ignored():  # rule: batch/inner-delay-ignored
             state, record = append(state, inner, now, sem)
@@ -142,3 +184,58 @@ def send_batch(
         msg_id=",".join(r.msg_id for r in records),
         records=tuple(records),
     )
+
+
+def _refuse_4_9(batch: Batch, body_size: int, max_size: int, sem: Semantics) -> Rejected | None:
+    """4.9.8: checkMessages (a missing body throws, a body over maxMessageSize is MESSAGE_ILLEGAL), then
+    asyncPutMessages (transaction type, then the wrapper's DELAY), then the encoder (wrapper properties).
+    rule: batch/broker-illegal
+    """
+    if not batch.entries:  # an empty request body is null: checkMessages reads its length
+        return Rejected(
+            Code.SYSTEM_ERROR, "java.lang.NullPointerException", "batch/broker-illegal", "exception"
+        )
+    if body_size > max_size:
+        return Rejected(Code.MESSAGE_ILLEGAL, "PutMessages body length too long", "batch/broker-illegal")
+    if transaction_value(batch.sys_flag) != TRANSACTION_NOT_TYPE:
+        return Rejected(Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal")
+    level = parse_delay(batch.properties)
+    if isinstance(level, Rejected):
+        return attrs.evolve(level, rule="batch/broker-illegal")
+    if level > 0 and sem.batch_rejects_wrapper_delay():
+        return Rejected(Code.MESSAGE_ILLEGAL, "delay level not supported in batch", "batch/broker-illegal")
+    if sem.properties_bytes(batch.properties) > PROPERTIES_MAX_LENGTH:
+        return Rejected(
+            Code.SYSTEM_ERROR,
+            "java.lang.RuntimeException: Properties size of messageExtBatch exceeded!",
+            "batch/broker-illegal",
+            "exception",
+        )
+    return None
+
+
+def _refuse_5_5(batch: Batch, body_size: int, max_size: int, sem: Semantics) -> Rejected | None:
+    """5.5.0: the put hooks (a missing body; the schedule hook reads the wrapper's DELAY of a NOT or COMMIT
+    batch), then asyncPutMessages (transaction type, DELAY > 0), then the encoder, whose oversized-body
+    RuntimeException nobody catches: SYSTEM_ERROR. rule: batch/broker-illegal
+    """
+    if not batch.entries:
+        return Rejected(Code.MESSAGE_ILLEGAL, "message body is null", "batch/broker-illegal")
+    tran = transaction_value(batch.sys_flag)
+    level: int | Rejected = 0
+    if sem.delay_eligible(tran, 1):
+        level = parse_delay(batch.properties)
+        if isinstance(level, Rejected):
+            return attrs.evolve(level, rule="batch/broker-illegal")
+    if tran != TRANSACTION_NOT_TYPE:
+        return Rejected(Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal")
+    if isinstance(level, int) and level > 0 and sem.batch_rejects_wrapper_delay():
+        return Rejected(Code.MESSAGE_ILLEGAL, "delay level not supported in batch", "batch/broker-illegal")
+    if body_size > max_size:
+        return Rejected(
+            Code.SYSTEM_ERROR,
+            "java.lang.RuntimeException: message body size exceeded",
+            "batch/broker-illegal",
+            "exception",
+        )
+    return None

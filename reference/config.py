@@ -6,43 +6,66 @@ rule: config/delay-level-table, config/defaults
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
+from .javanum import parse_int, parse_long
+
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+# java.lang.String.trim() removes every character up to U+0020 (spaces and the ASCII controls).
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
 
 
 class ConfigError(ValueError):
     """A configuration value the broker would refuse; the message names the bad item."""
 
 
-def parse_delay_levels(text: str) -> tuple[int, ...]:
-    """Parse ``messageDelayLevel`` (items split on single spaces, unit s/m/h/d last) into delays in ms.
+def java_split_on_space(text: str) -> list[str]:
+    """``text.split(" ")`` as Java does it: no match gives ``[text]``; trailing empty strings are dropped."""
+    parts = text.split(" ")
+    if len(parts) == 1:
+        return parts  # no separator in the text: the text itself, even when it is ""
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
 
-    Level n is item n (1-based). The broker fails to load on an unknown unit; the model raises
-    ConfigError naming the item. rule: config/delay-level-table
+
+def _wrap_long(value: int) -> int:
+    """A Java ``long`` product: wraps modulo 2**64 instead of growing."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def parse_delay_levels(text: str, *, trim: bool = False) -> tuple[int, ...]:
+    """``parseDelayLevel`` of ``messageDelayLevel`` (the value the broker holds) into delays in ms.
+
+    Java: ``levelString.split(" ")``; per item the last character is the unit (s, m, h, d) and the rest
+    goes to ``Long.parseLong`` (a sign is allowed: "+5s" is 5 s, "-5s" is -5000 ms), the delay is
+    ``unit * number`` as a Java long. Level n is item n (1-based). A value of only spaces has no items: zero
+    levels. Any exception (an empty item, a number Java refuses, an unknown unit) makes the parse fail and
+    the broker does not load; the model raises ConfigError naming the item. ``trim``: 5.2.0 and later trim
+    string settings when they load them (``MixAll.properties2Object``). rule: config/delay-level-table
     """
-    if not text.strip(" "):
-        raise ConfigError("messageDelayLevel is empty: at least one level such as '1s' is required")
+    if trim:
+        text = text.strip(_JAVA_TRIM)
     delays: list[int] = []
-    items = text.split(" ")
-    while items and not items[-1]:  # Java's String.split drops trailing empty strings
-        items.pop()
-    for index, item in enumerate(items, start=1):
+    for index, item in enumerate(java_split_on_space(text), start=1):
+        where = f"messageDelayLevel item {index} {item!r}"
         if not item:
             raise ConfigError(
-                f"messageDelayLevel item {index} is empty (items are separated by single spaces)"
+                f"messageDelayLevel item {index} is empty (items are separated by single spaces): "
+                "the broker's parseDelayLevel fails on it and the store does not load"
             )
-        unit = item[-1]
-        if unit not in _UNITS:
+        unit, digits = item[-1], item[:-1]
+        number = parse_long(digits) if ord(unit) <= 0xFFFF else None  # Java cuts one UTF-16 unit
+        if number is None:
             raise ConfigError(
-                f"messageDelayLevel item {index} {item!r}: unknown unit {unit!r} (use s, m, h or d)"
+                f"{where}: {digits!r} is not a number to Long.parseLong (the broker does not load)"
             )
-        number = item[:-1]
-        if not number.isdigit():
-            raise ConfigError(f"messageDelayLevel item {index} {item!r}: {number!r} is not a whole number")
-        delays.append(int(number) * _UNITS[unit])
+        if unit not in _UNITS:
+            raise ConfigError(f"{where}: unknown unit {unit!r} (use s, m, h or d; the broker does not load)")
+        delays.append(_wrap_long(number * _UNITS[unit]))
     return tuple(delays)
 
 
@@ -53,28 +76,49 @@ class Profile(enum.Enum):
     V5 = "5.x"
 
 
-def _levels(value: str | tuple[int, ...]) -> tuple[int, ...]:
-    return parse_delay_levels(value) if isinstance(value, str) else tuple(value)
+def _levels(value: str | tuple[int, ...], config: Any) -> tuple[int, ...]:
+    """The level table from the setting; 5.x trims the text first (5.2.0+ ``properties2Object``)."""
+    if isinstance(value, str):
+        return parse_delay_levels(value, trim=config.profile is Profile.V5)
+    return tuple(value)
+
+
+def _check_interval_default(config: Any) -> int:
+    """``transactionCheckInterval``: 60 s in 4.9.x; 30 s from 5.1.1 (BrokerConfig).
+
+    rule: config/defaults, transaction/check-interval
+    """
+    return 30_000 if config.profile is Profile.V5 else 60_000
 
 
 @attrs.frozen
 class BrokerConfig:
-    """Configuration that changes observable behaviour, with the 4.9.8 defaults (facts §6).
+    """Configuration that changes observable behaviour, with the defaults of the profile's release
+    (4.9.8, or 5.5.0 for the 5.x profile; facts §6).
 
     rule: config/defaults
     """
 
-    delay_levels: tuple[int, ...] = attrs.field(default=DEFAULT_DELAY_LEVELS, converter=_levels)
-    profile: Profile = Profile.V4_9
+    # Set first (keyword only) so that the fields below can depend on it.
+    profile: Profile = attrs.field(default=Profile.V4_9, kw_only=True)
+    # mypy's attrs plugin does not know attrs.Converter; the parameter takes a str or a tuple of ms.
+    delay_levels: tuple[int, ...] = attrs.field(
+        default=DEFAULT_DELAY_LEVELS,
+        converter=attrs.Converter(_levels, takes_self=True),  # type: ignore[misc]
+    )
     transaction_timeout_ms: int = 6000
     transaction_check_max: int = 15
-    transaction_check_interval_ms: int = 60_000
+    transaction_check_interval_ms: int = attrs.field(
+        default=attrs.Factory(_check_interval_default, takes_self=True)
+    )
     file_reserved_time_h: int = 72
     max_message_size: int = 4 * 1024 * 1024
     reject_transaction_message: bool = False
     auto_create_topic: bool = True
     auto_create_subscription_group: bool = True
-    default_topic_queue_nums: int = 4
+    # BrokerConfig.defaultTopicQueueNums: the queue count of the template topic TBW102 (8). The
+    # sender's own defaultTopicQueueNums (4 from the Java client) travels in each request.
+    default_topic_queue_nums: int = 8
     retry_queue_nums: int = 1
     retry_max_times: int = 16
     broker_writable: bool = True
@@ -119,10 +163,18 @@ BROKER_CONF_KEYS: dict[str, str] = {
     "brokerClusterName": "cluster_name",
 }
 _BOOL_FIELDS = {"reject_transaction_message", "auto_create_subscription_group", "auto_create_topic"}
+# Settings the broker declares as Java long (Long.parseLong); the other numbers are int (Integer.parseInt).
+_LONG_FIELDS = {"transaction_timeout_ms", "transaction_check_interval_ms"}
 
 
 def config_from_broker_conf(values: dict[str, object], profile: Profile = Profile.V4_9) -> BrokerConfig:
-    """A ``BrokerConfig`` from broker.conf-style settings; an unknown key or a bad value is a ConfigError."""
+    """A ``BrokerConfig`` from broker.conf-style settings; an unknown key or a bad value is a ConfigError.
+
+    A number given as a string is read as ``MixAll.properties2Object`` reads it (``Integer.parseInt`` or
+    ``Long.parseLong``: no spaces, no underscores). Where Java refuses the text the broker silently keeps
+    its default; the model refuses the setting instead, saying so, rather than run with a value the file
+    does not show.
+    """
     kwargs: dict[str, object] = {"profile": profile}
     for key, value in values.items():
         field = BROKER_CONF_KEYS.get(key)
@@ -140,8 +192,15 @@ def config_from_broker_conf(values: dict[str, object], profile: Profile = Profil
             if not isinstance(value, bool):
                 raise ConfigError(f"{key} must be true or false, not {value!r}")
         else:
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                value = int(value)
+            if isinstance(value, str):
+                parsed = parse_long(value) if field in _LONG_FIELDS else parse_int(value)
+                if parsed is None:
+                    raise ConfigError(
+                        f"{key} {value!r} is not a number to Java "
+                        f"({'Long.parseLong' if field in _LONG_FIELDS else 'Integer.parseInt'}): "
+                        "a broker ignores the setting and keeps its default"
+                    )
+                value = parsed
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{key} must be a whole number >= 0, not {value!r}")
         kwargs[field] = value

@@ -19,10 +19,15 @@ TRANS_CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
 SCHEDULE_QUEUE_NUM: Final = 18
 DLQ_NUMS_PER_GROUP: Final = 1
 
-# rule: put/forbidden-topic
+ROCKSDB_HALF_TOPIC: Final = "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC"  # 5.4.0 and later
+ROCKSDB_OP_TOPIC: Final = "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC"
+
+# rule: put/forbidden-topic (4.9.4-5.3.3; 4.9.0-4.9.3 forbid only SCHEDULE_TOPIC_XXXX)
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     {SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT}
 )
+# rule: put/forbidden-topic (5.4.0-5.5.0: the RocksDB transaction topics as well)
+NOT_ALLOWED_SEND_TOPICS_5_5: Final = NOT_ALLOWED_SEND_TOPICS | {ROCKSDB_HALF_TOPIC, ROCKSDB_OP_TOPIC}
 TOPIC_MAX_LENGTH: Final = 127
 PROPERTIES_MAX_LENGTH: Final = 32767
 
@@ -77,6 +82,18 @@ class Prop:
     CLUSTER: Final = "CLUSTER"
     MSG_REGION: Final = "MSG_REGION"
     TRACE_ON: Final = "TRACE_ON"
+    # 5.x (rule: put/stored-properties, put/queue-id-range)
+    POP_CK: Final = "POP_CK"
+    PRIORITY: Final = "_SYS_MSG_PRIORITY_"
+    SHARDING_KEY: Final = "__SHARDINGKEY"
+    LITE_TOPIC: Final = "__LITE_TOPIC"
+    INNER_MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"
+    TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+
+
+SYS_CONSUMER_GROUP_PREFIX: Final = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: always auto-created
 
 
 # --- response codes (facts §8) -------------------------------------------------------------------------
@@ -99,6 +116,7 @@ class Code(enum.IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29  # 5.3.2 and later (apache/rocketmq #9028), where SYSTEM_ERROR was answered before
     FLOW_CONTROL = 215
     ILLEGAL_OPERATION = 604
 

@@ -67,6 +67,7 @@ class Pull:
     offset: int
     max_msgs: int = 32
     group: str = "CG"
+    client: tuple[str, int] = _pull.DEFAULT_CLIENT  # the consumer's address (remarks name it)
 
 
 @attrs.frozen
@@ -169,10 +170,14 @@ class Model:
         offset: int,
         max_msgs: int = 32,
         group: str = "CG",
+        client: tuple[str, int] = _pull.DEFAULT_CLIENT,
     ) -> PullResult | Rejected:
-        answer = _pull.pull(
-            state, group, topic, queue_id, offset, max_msgs, self.semantics.overflow_one_code()
-        )
+        answer = _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics, client)
+        return self.pull_answer(state, topic, queue_id, offset, answer)
+
+    def pull_answer(
+        self, state: BrokerState, topic: str, queue_id: int, offset: int, answer: PullResult | Rejected
+    ) -> PullResult | Rejected:
         tc = state.topics.get(topic)
         return self.semantics.pull_answer(None if tc is None else tc.read_queues, queue_id, offset, answer)
 
@@ -208,20 +213,29 @@ class Model:
         return self.dispatch(state), events
 
     def check(self, state: BrokerState, now: int) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
+        """A check run at ``now``, or the suspended run going on once it is due. rule: transaction/check-interval"""
         state, events = _tx.check(state, now, self.semantics)
         return self.dispatch(state), events
+
+    def write_ops(self, state: BrokerState, now: int) -> BrokerState:
+        """The 5.x op batch service at ``now``. rule: transaction/op-batch"""
+        return self.dispatch(_tx.op_service(state, now, self.semantics))
 
     def persist(self, state: BrokerState) -> BrokerState:
         return _schedule.persist_offsets(state)
 
     def restart(self, state: BrokerState) -> BrokerState:
+        # a check run in progress and 5.x op entries not yet written are lost (rule: transaction/op-batch)
+        state = attrs.evolve(state, tx_run=None, tx_op_pending=(), tx_op_last_write=None)
         return _schedule.restart(state, self.semantics)
 
-    def next_check_time(self, after: int) -> int:
-        """The first check-service run strictly after ``after``. rule: transaction/check-interval"""
+    def next_check_time(self, after: int, last_end: int | None = None) -> int:
+        """The first check-service run strictly after ``after``: one interval after the last run ended
+        (``last_end``), or on the phase's ticks before any run. rule: transaction/check-interval"""
         interval = self.config.transaction_check_interval_ms
-        k = (after - self.check_phase_ms) // interval + 1
-        tick = self.check_phase_ms + k * interval
+        base = self.check_phase_ms if last_end is None else last_end
+        k = (after - base) // interval + 1
+        tick = base + k * interval
         rounds = self.check_rounds
         if not rounds:
             return tick
@@ -246,14 +260,22 @@ class Model:
         now = start
         state, delivered = self.deliver(state, now)
         events.extend(delivered)
+        if state.tx_run is not None and now >= state.tx_run.resume_at:  # a run an op message woke
+            state, checks = self.check(state, now)
+            events.extend(checks)
         while True:
             # Only ticks that can change something are visited: a flush when the offsets moved since the
             # last one, a check run when the half queue has unprocessed entries, and deliver times.
             candidates = []
             if state.schedule_offsets != state.persisted_schedule_offsets:
                 candidates.append((now // flush + 1) * flush)
-            if state.tx_half_offset < state.store.max_offset(HALF_TOPIC, 0):
-                candidates.append(self.next_check_time(now))
+            if state.tx_run is not None:
+                candidates.append(max(state.tx_run.resume_at, now + 1))
+            elif state.tx_half_offset < state.store.max_offset(HALF_TOPIC, 0):
+                candidates.append(self.next_check_time(now, state.tx_last_run_end))
+            op_write = _tx.next_op_write(state)
+            if op_write is not None:
+                candidates.append(max(op_write, now + 1))
             due = _schedule.next_due(state, self.semantics)
             if due is not None and due > now:
                 candidates.append(due)
@@ -266,7 +288,12 @@ class Model:
             events.extend(delivered)
             if now % flush == 0:
                 state = self.persist(state)
-            if now == self.next_check_time(now - 1):
+            if op_write is not None and now >= op_write:
+                state = self.write_ops(state, now)
+            run = state.tx_run
+            if (run is not None and now >= run.resume_at) or (
+                run is None and now == self.next_check_time(now - 1, state.tx_last_run_end)
+            ):
                 state, checks = self.check(state, now)
                 events.extend(checks)
 
@@ -279,8 +306,11 @@ class Model:
                 return self.send(state, m, now, c)
             case SendBatch(batch=b, queue_choice=c):
                 return self.send_batch(state, b, now, c)
-            case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g):
-                return state, self.pull(state, t, q, o, n, g)
+            case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g, client=c):
+                state, answer = _pull.pull_request(
+                    state, g, t, q, o, n, self.semantics, c
+                )  # may create the group
+                return state, self.pull_answer(state, t, q, o, answer)
             case ConsumerSendBack(request=r, queue_choice=c):
                 return self.send_back(state, r, now, c)
             case EndTx(request=r):

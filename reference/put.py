@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import attrs
 from pyrsistent import pvector
 
@@ -12,7 +10,7 @@ from .constants import (
     PERM_RW,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
-    TOPIC_MAX_LENGTH,
+    SYS_CONSUMER_GROUP_PREFIX,
     TRANSACTION_NOT_TYPE,
     Code,
     Prop,
@@ -20,13 +18,16 @@ from .constants import (
     reset_transaction_value,
     transaction_value,
 )
+from .javanum import parse_int
 from .observations import Rejected, SendOk
-from .properties import encode_properties, java_string_hash
-from .records import Inner, Props, Record, stored_size
+from .properties import java_string_hash
+from .records import RECORD_FIXED_SIZE, Inner, Props, Record, offset_msg_id
 from .semantics import Semantics
 from .state import BrokerState, GroupConfig, TopicConfig, store_append, with_props
 
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# What encode/append refuse: a body over maxMessageSize, and a whole record over maxMessageSize + 64 KiB
+# (MessageExtEncoder, 4.9.5+ and 5.x). rule: put/message-illegal
+RECORD_SLACK = 64 * 1024
 
 
 @attrs.frozen
@@ -48,33 +49,47 @@ class Message:
     version: int = 401  # MQVersion ordinal of the client
 
 
+def number_format(raw: str, rule: str) -> Rejected:
+    """What a send whose property Java cannot parse gets: Integer.parseInt throws NumberFormatException, no
+    one catches it on the put path, and the remoting layer answers SYSTEM_ERROR with the exception's text
+    (``RemotingHelper.exceptionSimpleDesc``: the exception, then its first stack frame, which depends on the
+    JVM; the model's remark is the part before that)."""
+    return Rejected(
+        Code.SYSTEM_ERROR, f'java.lang.NumberFormatException: For input string: "{raw}"', rule, "exception"
+    )
+
+
 def parse_delay(properties: Props) -> int | Rejected:
     """``getDelayTimeLevel``: Integer.parseInt of DELAY, 0 when absent. rule: put/delay-eligibility"""
     raw = properties.get(Prop.DELAY)
     if raw is None:
         return 0
-    try:
-        return int(raw)
-    except ValueError:
-        return Rejected(Code.SYSTEM_ERROR, f'For input string: "{raw}"', "put/delay-eligibility")
+    level = parse_int(raw)
+    return number_format(raw, "put/delay-eligibility") if level is None else level
+
+
+def illegal(cfg_max_message_size: int, status: str) -> Rejected:
+    """MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED from the store, as SendMessageProcessor answers them.
+
+    rule: put/message-illegal
+    """
+    return Rejected(
+        Code.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        f"msg body length limit {cfg_max_message_size}B, msg properties length limit 32KB.",
+        "put/message-illegal",
+        status,
+    )
 
 
 def validate_topic(state: BrokerState, topic: str, sem: Semantics) -> Rejected | None:
-    """TopicValidator and the topics clients may not send to. rule: put/topic-validation, put/forbidden-topic"""
-    if not topic:
-        return Rejected(Code.SYSTEM_ERROR, "The specified topic is blank.", "put/topic-validation")
-    if not _TOPIC_RE.match(topic):
-        return Rejected(
-            Code.SYSTEM_ERROR,
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            "put/topic-validation",
-        )
-    if len(topic) > sem.topic_max_length():
-        return Rejected(
-            Code.SYSTEM_ERROR,
-            f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.",
-            "put/topic-validation",
-        )
+    """TopicValidator.validateTopic and the topics clients may not send to.
+
+    rule: put/topic-validation, put/forbidden-topic
+    """
+    remark = sem.topic_name_problem(topic)
+    if remark is not None:
+        return Rejected(sem.invalid_request_code(), remark, "put/topic-validation")
     if sem.forbidden_topic(topic):
         return Rejected(
             Code.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.", "put/forbidden-topic"
@@ -92,7 +107,8 @@ def resolve_topic(
     cfg = state.config
     if cfg.auto_create_topic:
         default = state.topics.get("TBW102")
-        queues = sem.auto_create_queue_nums(default_queue_nums, default.write_queues if default else 8)
+        template = default.write_queues if default else state.config.default_topic_queue_nums
+        queues = max(0, sem.auto_create_queue_nums(default_queue_nums, template))  # "if (queueNums < 0) ..."
         tc = TopicConfig(queues, queues)
         return state.with_topic(topic, tc), tc
     if topic.startswith(RETRY_PREFIX):
@@ -110,12 +126,17 @@ def ensure_topic(state: BrokerState, topic: str, queues: int, perm: int = PERM_R
     return state.with_topic(topic, TopicConfig(queues, queues, perm))
 
 
-def group_config(state: BrokerState, group: str) -> tuple[BrokerState, GroupConfig] | None:
-    """findSubscriptionGroupConfig with auto-create. rule: sendback/group-lookup"""
+def group_config(state: BrokerState, group: str, sem: Semantics) -> tuple[BrokerState, GroupConfig] | None:
+    """findSubscriptionGroupConfig: the group, else a new one with the defaults when
+    autoCreateSubscriptionGroup is on or the name starts with CID_RMQ_SYS_ (MixAll.isSysConsumerGroup), and
+    (5.5.0) the name passes TopicValidator.validateGroup. rule: sendback/group-lookup
+    """
     gc = state.groups.get(group)
     if gc is not None:
         return state, gc
-    if not state.config.auto_create_subscription_group:
+    if not (state.config.auto_create_subscription_group or group.startswith(SYS_CONSUMER_GROUP_PREFIX)):
+        return None
+    if not sem.creatable_group_name(group):
         return None
     gc = GroupConfig(state.config.retry_queue_nums, state.config.retry_max_times)
     return attrs.evolve(state, groups=state.groups.set(group, gc)), gc
@@ -127,46 +148,63 @@ def group_config(state: BrokerState, group: str) -> tuple[BrokerState, GroupConf
 def store_put(
     state: BrokerState, inner: Inner, now: int, sem: Semantics
 ) -> tuple[BrokerState, Record] | Rejected:
-    """Put one message into the store: the delay rewrite, then append. rule: put/delay-eligibility"""
+    """Put one message into the store: the store's checks, the delay rewrite, the encoder's limits, append.
+
+    4.9.8: ``DefaultMessageStore.asyncPutMessage`` (checkMessage), then ``CommitLog.asyncPutMessage`` (the
+    delay rewrite) and ``MessageExtEncoder.encode``. 5.5.0: the put hooks (``HookUtils.checkBeforePutMessage``,
+    ``handleScheduleMessage``; the timer hook sits there too, before the delay rewrite, and is not modelled),
+    then the commit log. rule: put/delay-eligibility, put/message-illegal
+    """
     cfg = state.config
-    if len(inner.topic.encode()) > TOPIC_MAX_LENGTH:
-        return Rejected(
-            Code.MESSAGE_ILLEGAL, "message topic length too long", "put/message-illegal", "MESSAGE_ILLEGAL"
-        )
+    refused = sem.store_refuses(
+        inner.topic, inner.body, inner.properties, inner.stored_properties(), inner.sys_flag
+    )
+    if refused is not None:
+        return illegal(cfg.max_message_size, refused)
     tran_type = transaction_value(inner.sys_flag)
-    level = parse_delay(inner.properties)
-    if isinstance(level, Rejected):
-        return level
-    if sem.delay_eligible(tran_type, level):
-        # rule: put/delay-clamp, put/delay-schedule-queue
-        level = sem.clamp_delay_level(level, cfg.max_delay_level)
-        new_props = with_props(
-            inner.properties,
-            DELAY=str(level),
-            REAL_TOPIC=inner.topic,
-            REAL_QID=sem.real_qid(inner.queue_id),
-        )
-        inner = attrs.evolve(
-            inner,
-            topic=SCHEDULE_TOPIC,
-            queue_id=sem.schedule_queue_id(level),
-            properties=new_props,
-            stored=None,  # the properties string is rebuilt from the map
-        )
+    if sem.delay_eligible(tran_type, 1):  # only NOT and COMMIT messages read DELAY at all
+        level = parse_delay(inner.properties)
+        if isinstance(level, Rejected):
+            return level
+        if sem.delay_eligible(tran_type, level):
+            inner = delay_rewrite(inner, level, cfg.max_delay_level, sem)
     stored = inner.stored_properties()
-    if len(encode_properties(stored).encode()) > sem.properties_max_length():
-        return Rejected(
-            Code.MESSAGE_ILLEGAL,
-            "message properties length too long",
-            "put/message-illegal",
-            "PROPERTIES_SIZE_EXCEEDED",
-        )
-    if stored_size(inner.body, inner.topic, stored) > cfg.max_message_size:
-        # doAppend: MESSAGE_SIZE_EXCEEDED becomes MESSAGE_ILLEGAL (facts §1.3)
-        return Rejected(
-            Code.MESSAGE_ILLEGAL, "message size exceeded", "put/message-illegal", "MESSAGE_ILLEGAL"
-        )
+    props_bytes = sem.properties_bytes(stored) if inner.props_bytes is None else inner.props_bytes
+    if props_bytes > sem.properties_max_length():
+        return illegal(cfg.max_message_size, "PROPERTIES_SIZE_EXCEEDED")
+    if len(inner.body) > cfg.max_message_size or record_size(inner, props_bytes, sem) > (
+        cfg.max_message_size + RECORD_SLACK
+    ):
+        return illegal(cfg.max_message_size, "MESSAGE_ILLEGAL")
     return append(state, inner, now, sem)
+
+
+def delay_rewrite(inner: Inner, level: int, max_level: int, sem: Semantics) -> Inner:
+    """The rewrite into the schedule topic. ``DELAY`` is only set again when the level is clamped; any other
+    value stays as it was sent ("+3", "03"). rule: put/delay-clamp, put/delay-schedule-queue
+    """
+    clamped = sem.clamp_delay_level(level, max_level)
+    props = sem.delay_props(inner.properties)  # 5.x: the timer properties leave (checkIfTimerMessage)
+    new_props = with_props(
+        props,
+        DELAY=str(clamped) if clamped != level else props.get(Prop.DELAY),
+        REAL_TOPIC=inner.topic,
+        REAL_QID=sem.real_qid(inner.queue_id),
+    )
+    return attrs.evolve(
+        inner,
+        topic=SCHEDULE_TOPIC,
+        queue_id=sem.schedule_queue_id(clamped),
+        properties=new_props,
+        stored=None,  # the properties string is rebuilt from the map
+        props_bytes=None,
+    )
+
+
+def record_size(inner: Inner, props_bytes: int, sem: Semantics) -> int:
+    """The stored record's length (``calMsgLength``, IPv4 hosts): 91 bytes, body, topic, properties."""
+    topic = len(inner.topic.encode())
+    return RECORD_FIXED_SIZE + len(inner.body) + topic + sem.topic_length_extra(inner.topic) + props_bytes
 
 
 def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[BrokerState, Record]:
@@ -177,12 +215,13 @@ def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[
     advances = sem.advances_queue_offset(tran_type)
     queue_offset = store.counters.get(key, 0) if advances else 0
     stored = inner.stored_properties()
+    props_bytes = sem.properties_bytes(stored) if inner.props_bytes is None else inner.props_bytes
     read_back = sem.read_back(stored)
     if read_back is not None:
         stored = Props(read_back)
     record = Record(
         commit_log_offset=store.end,
-        size=stored_size(inner.body, inner.topic, stored) + inner.extra_size,
+        size=record_size(inner, props_bytes, sem),
         topic=inner.topic,
         queue_id=inner.queue_id,
         queue_offset=queue_offset,
@@ -215,10 +254,8 @@ def tags_code(record: Record, state: BrokerState, sem: Semantics) -> int:
     if record.topic == SCHEDULE_TOPIC:
         raw = record.properties.get(Prop.DELAY)
         if raw is not None:
-            try:
-                level = int(raw)
-            except ValueError:
-                level = 0
+            # Integer.parseInt; a put never stores a schedule record Java cannot read (the put fails first)
+            level = parse_int(raw) or 0
             cfg = state.config
             level = min(level, cfg.max_delay_level)
             if level > 0:
@@ -272,7 +309,7 @@ def msg_check(
     state, tc = resolved
     if not sem.queue_id_allowed(queue_id, max(tc.write_queues, tc.read_queues)):
         return Rejected(
-            Code.SYSTEM_ERROR,
+            sem.invalid_request_code(),
             f"request queueId[{queue_id}] is illegal, topic {topic} {tc}",
             "put/queue-id-range",
         )
@@ -282,22 +319,35 @@ def msg_check(
 def send(
     state: BrokerState, msg: Message, now: int, sem: Semantics, queue_choice: int = 0
 ) -> tuple[BrokerState, SendOk | Rejected]:
-    """Store one message sent by a producer. ``queue_choice`` is the broker's random pick for queueId < 0."""
+    """Store one message sent by a producer. ``queue_choice`` is the broker's random pick for queueId < 0.
+
+    4.9.8: ``SendMessageProcessor.asyncSendMessage``; 5.5.0: ``SendMessageProcessor.sendMessage``.
+    """
     cfg = state.config
+    props = sem.request_properties(msg.properties, "DefaultRegion", True)  # rule: put/stored-properties
     checked = msg_check(state, msg.topic, msg.queue_id, msg.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
         return state, checked
     state, queue_id = checked
+    response_queue = queue_id  # rule: put/send-result: the resolved queue, whatever the DLQ route does
     topic = msg.topic
-    props = msg.properties
     if topic.startswith(RETRY_PREFIX):
-        routed = retry_and_dlq(state, msg, queue_id, sem)
+        routed = retry_and_dlq(state, msg, props, queue_id, sem)
         if isinstance(routed, Rejected):
             return state, routed
         state, topic, queue_id, props = routed
-    # rule: put/stored-properties: CLUSTER added; WAIT kept in the map but not in the stored string
+    # rule: put/stored-properties: 5.x adds a missing UNIQ_KEY (a stand-in for createUniqID: the offset
+    # message id the record will have, unique and deterministic)
+    uniq = sem.generated_uniq_key(props, offset_msg_id(cfg.store_host, state.store.end))
+    if uniq is not None:
+        props = with_props(props, UNIQ_KEY=uniq)
+    props = sem.lite_topic(props, msg.topic)
+    props, prio_queue = sem.priority_queue(props, queue_id, state.topics[msg.topic].write_queues)
+    if prio_queue != queue_id:
+        queue_id = response_queue = prio_queue
+    # rule: put/stored-properties: CLUSTER added; 4.9.1-4.9.8 keep WAIT in the map but not in the string
     props = with_props(props, CLUSTER=cfg.cluster_name)
-    stored = sem.single_stored(props)
+    stored = with_props(props, WAIT=None) if sem.strips_wait() and Prop.WAIT in props else None
     born = now if msg.born_timestamp is None else msg.born_timestamp
     inner = Inner(
         topic=topic,
@@ -312,44 +362,51 @@ def send(
         store_host=cfg.store_host,
         reconsume_times=msg.reconsume_times or 0,
     )
-    if props.get(Prop.TRAN_MSG, "").lower() == "true" and sem.rewrites_half():
+    half = sem.half_message_wanted(props, msg.reconsume_times or 0)
+    if half == "parse":  # 5.x reads DELAY here: a retried, delayed TRAN_MSG message is not a half message
+        level = parse_delay(props)
+        if isinstance(level, Rejected):
+            return state, level
+        half = level <= 0
+    if half and sem.rewrites_half():
         if cfg.reject_transaction_message:
             return state, Rejected(
                 Code.NO_PERMISSION,
                 f"the broker[{cfg.store_host[0]}] sending transaction message is forbidden",
                 "put/reject-transaction-message",
             )
-        inner = half_message(inner)
+        inner = half_message(inner, sem)
         state = ensure_topic(state, HALF_TOPIC, 1)
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):
         return state, result
     state, record = result
     return state, SendOk(
-        queue_id=sem.send_result_queue_id(queue_id, record.queue_id),
+        queue_id=sem.send_result_queue_id(response_queue, record.queue_id),
         queue_offset=record.queue_offset,
         msg_id=record.msg_id,
         record=record,
     )
 
 
-def half_message(inner: Inner) -> Inner:
+def half_message(inner: Inner, sem: Semantics) -> Inner:
     """parseHalfMessageInner: REAL_TOPIC / REAL_QID, sysFlag reset to NOT, half topic queue 0.
 
     rule: transaction/half-message
     """
+    real = with_props(inner.properties, REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id))
     return attrs.evolve(
         inner,
         topic=HALF_TOPIC,
         queue_id=0,
         sys_flag=reset_transaction_value(inner.sys_flag, TRANSACTION_NOT_TYPE),
-        properties=with_props(inner.properties, REAL_TOPIC=inner.topic, REAL_QID=str(inner.queue_id)),
+        properties=sem.half_properties(real),
         stored=None,  # the properties string is rebuilt from the map
     )
 
 
 def retry_and_dlq(
-    state: BrokerState, msg: Message, queue_id: int, sem: Semantics
+    state: BrokerState, msg: Message, props: Props, queue_id: int, sem: Semantics
 ) -> tuple[BrokerState, str, int, Props] | Rejected:
     """handleRetryAndDLQ for a normal send to ``%RETRY%<group>``. rule: sendback/retry-send-dlq
 
@@ -357,11 +414,11 @@ def retry_and_dlq(
     map afterwards, so a client-supplied DELAY survives and the message passes the schedule topic first.
     """
     group = msg.topic[len(RETRY_PREFIX) :]
-    found = group_config(state, group)
+    found = group_config(state, group, sem)
     if found is None:
         return Rejected(
             Code.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group not exist, {group}",
+            f"subscription group not exist, {group} \nSee {sem.faq_url()} for further details.",
             "sendback/group-lookup",
         )
     state, gc = found
@@ -374,6 +431,6 @@ def retry_and_dlq(
     if sem.retry_send_to_dlq(reconsume, max_times):
         dlq = dlq_topic(group)
         state = ensure_topic(state, dlq, 1)
-        kept = sem.retry_send_dlq_delay(msg.properties.get(Prop.DELAY))
-        return state, dlq, 0, with_props(msg.properties, DELAY=kept)
-    return state, msg.topic, queue_id, msg.properties
+        kept = sem.retry_send_dlq_delay(props.get(Prop.DELAY))
+        return state, dlq, 0, with_props(props, DELAY=kept)
+    return state, msg.topic, queue_id, props

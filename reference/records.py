@@ -92,9 +92,10 @@ class Inner:
     store_host: Host = ("127.0.0.1", 10911)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
-    # Bytes the stored properties string holds beyond the encoding of its decoded map: a batch message
-    # stores its own properties then the wrapper's, so a key both carry (WAIT) is written twice.
-    extra_size: int = 0
+    # The length in bytes of the stored properties string when it is not the broker's encoding of
+    # ``stored_properties()`` (None): a batch message stores the strings its client sent, joined to the
+    # wrapper's, so a key both carry (WAIT) is written twice.
+    props_bytes: int | None = None
 
     def stored_properties(self) -> Props:
         return self.properties if self.stored is None else self.stored

@@ -1,4 +1,4 @@
-"""ScheduleMessageService (4.9.3–4.9.8): per-level, in-order delivery of due messages (facts §3)."""
+"""ScheduleMessageService (4.9.3-4.9.8; 5.0.0-5.5.0 under the 5.x profile): per-level, in-order delivery."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import attrs
 import immutables
 
 from .constants import HALF_TOPIC, SCHEDULE_TOPIC, Prop
+from .javanum import parse_int
 from .observations import Delivered, DroppedOnDelivery
 from .put import append
 from .records import Inner, Record
@@ -28,7 +29,7 @@ class Empty:
 
 @attrs.frozen
 class Stuck:
-    """The head cannot be delivered (no REAL_QID): retried forever at the same offset (facts §3.4)."""
+    """The head's copy cannot be built (no REAL_QID): retried forever at the same offset (4.9.3-4.9.8)."""
 
     level: int
     offset: int
@@ -60,8 +61,11 @@ def deliver_head(state: BrokerState, level: int, now: int, sem: Semantics) -> tu
             offset += 1
             continue
         timeup = message_timeup(source, sem)
-        if timeup is None:
-            return _set_offset(state, level, offset), Stuck(level, offset)
+        if timeup is None:  # messageTimeup threw (rule: schedule/fifo-per-level)
+            if sem.undeliverable_head_blocks():  # 4.9.3-4.9.8: the next poll starts at this entry
+                return _set_offset(state, level, offset), Stuck(level, offset)
+            offset += 1  # 5.0.0-5.5.0: nextOffset = currOffset + 1 was set before the copy was built
+            continue
         state = _set_offset(state, level, offset + 1)
         if timeup.topic == HALF_TOPIC and sem.drops_half_topic_copy():
             # rule: schedule/drop-half-topic
@@ -86,12 +90,8 @@ def message_timeup(source: Record, sem: Semantics) -> Inner | None:
     """
     p = source.properties
     real_topic = p.get(Prop.REAL_TOPIC)
-    real_qid = p.get(Prop.REAL_QID)
-    if real_topic is None or real_qid is None:
-        return None
-    try:
-        queue_id = int(real_qid)
-    except ValueError:
+    queue_id = parse_int(p.get(Prop.REAL_QID))  # Integer.parseInt: a missing or bad REAL_QID throws
+    if real_topic is None or queue_id is None:  # a null topic fails the put (an exception as well)
         return None
     return Inner(
         topic=real_topic,

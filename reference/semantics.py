@@ -8,29 +8,61 @@ around it stay the reference's.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
+from . import topics
 from .constants import (
+    HALF_TOPIC,
+    INNER_BATCH,
     NOT_ALLOWED_SEND_TOPICS,
+    NOT_ALLOWED_SEND_TOPICS_5_5,
     PROPERTIES_MAX_LENGTH,
+    RETRY_PREFIX,
     TOPIC_MAX_LENGTH,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     V3_4_9,
     Code,
+    Prop,
 )
+from .javanum import parse_int, parse_long
 from .observations import PullResult, Rejected
-from .properties import as_read_back
+from .properties import as_read_back, encode_properties
 from .records import Props
-from .state import with_props
+
+_JAVA_WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
+_NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
+
+
+def java_is_blank(text: str | None) -> bool:
+    """UtilAll.isBlank / StringUtils.isBlank: null, empty or only ``Character.isWhitespace`` characters.
+
+    isWhitespace is a Unicode space, line or paragraph separator other than the no-break spaces, or one
+    of nine controls; Python's ``str.isspace`` differs (it counts U+00A0 and U+0085). rule:
+    sendback/origin-message-id
+    """
+    if not text:
+        return True
+    return all(
+        c in _JAVA_WHITESPACE_CONTROLS
+        or (unicodedata.category(c) in ("Zs", "Zl", "Zp") and c not in _NO_BREAK_SPACES)
+        for c in text
+    )
+
+
+def _utf16_len(text: str) -> int:
+    """Java's String.length(): UTF-16 units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def clamp_delay_level(level: int, max_level: int) -> int:
     """A level above the table's maximum is stored as the maximum. rule: put/delay-clamp
 
+    A table of zero levels (config/delay-level-table) clamps every level to 0.
     pre: level > 0
-    pre: max_level > 0
-    post: 1 <= __return__ <= max_level
+    pre: max_level >= 0
+    post: 0 <= __return__ <= max_level
     post: __return__ == min(level, max_level)
     """
     return max_level if level > max_level else level
@@ -39,9 +71,10 @@ def clamp_delay_level(level: int, max_level: int) -> int:
 def schedule_queue_id(level: int) -> int:
     """Schedule queue of a level: ``delayLevel2QueueId = level - 1``. rule: put/delay-schedule-queue
 
-    pre: level >= 1
+    Level 0 (after the clamp of a table without levels) is queue -1, which no level reads.
+    pre: level >= 0
     post: __return__ == level - 1
-    post: __return__ >= 0
+    post: __return__ >= -1
     """
     return level - 1
 
@@ -133,8 +166,15 @@ def retry_send_to_dlq(reconsume_times: int, max_reconsume_times: int) -> bool:
     return reconsume_times >= max_reconsume_times
 
 
+def _java_long(value: int) -> int:
+    """A Java ``long`` product: wrapped to 64 bits, two's complement."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def check_immunity_ms(value: str | None, transaction_timeout_ms: int) -> int:
-    """CHECK_IMMUNITY_TIME_IN_SECONDS × 1000; -1 or unparsable means transactionTimeout (4.9.x).
+    """The check loop's immunity (getImmunityTime of TransactionalMessageServiceImpl, 4.9.8 and 5.5.0):
+    ``Long.parseLong(value) × 1000`` as a Java long (it wraps); ``transactionTimeout`` for -1 and for a
+    value that does not parse (getLong's -1). It may be shorter than the timeout, or negative.
 
     rule: transaction/check-immunity
     post: value is not None or __return__ == transaction_timeout_ms
@@ -142,11 +182,39 @@ def check_immunity_ms(value: str | None, transaction_timeout_ms: int) -> int:
     """
     if value is None:
         return transaction_timeout_ms
-    try:
-        seconds = int(value)
-    except ValueError:
+    seconds = parse_long(value)
+    if seconds is None or seconds == -1:
         return transaction_timeout_ms
-    return transaction_timeout_ms if seconds == -1 else seconds * 1000
+    return _java_long(seconds * 1000)
+
+
+def end_immunity_ms(value: str, transaction_timeout_ms: int) -> int:
+    """TransactionalMessageUtil.getImmunityTime (5.1.1+, END_TRANSACTION's reject): the value × 1000 (0
+    when it does not parse), at least ``transactionTimeout``. rule: transaction/end-after-immunity
+
+    post: __return__ >= transaction_timeout_ms
+    """
+    seconds = parse_long(value)
+    ms = 0 if seconds is None else _java_long(seconds * 1000)
+    return max(ms, transaction_timeout_ms)
+
+
+def check_immune(age_ms: int, immunity_ms: int) -> bool:
+    """A record with CHECK_IMMUNITY_TIME_IN_SECONDS gets an immunity copy while ``age < immunity`` (4.9.8;
+    ``<=`` from 5.4.0). rule: transaction/check-immunity
+
+    post: __return__ == (age_ms < immunity_ms)
+    """
+    return age_ms < immunity_ms
+
+
+def check_holds(age_ms: int, immunity_ms: int) -> bool:
+    """A record without immunity stops the run while ``0 <= age < transactionTimeout`` (4.9.8; ``<=`` from
+    5.4.0). rule: transaction/check-timeout
+
+    post: __return__ == (0 <= age_ms < immunity_ms)
+    """
+    return 0 <= age_ms < immunity_ms
 
 
 def must_discard(check_times: int, check_max: int) -> bool:
@@ -159,9 +227,8 @@ def must_discard(check_times: int, check_max: int) -> bool:
 
 
 def check_due(age_ms: int, immunity_ms: int) -> bool:
-    """A half message is checked once its age exceeds the immunity (or the clock went back).
-
-    rule: transaction/check-timeout
+    """isNeedCheck once the op queue is read to its end: the age exceeds the immunity (or the clock went
+    back). rule: transaction/check-timeout
     post: __return__ == (age_ms > immunity_ms or age_ms <= -1)
     """
     return age_ms > immunity_ms or age_ms <= -1
@@ -224,6 +291,39 @@ class Semantics:
     def check_due(self, age_ms: int, immunity_ms: int) -> bool:
         return check_due(age_ms, immunity_ms)
 
+    def check_immune(self, age_ms: int, immunity_ms: int) -> bool:
+        return check_immune(age_ms, immunity_ms)
+
+    def check_holds(self, age_ms: int, immunity_ms: int) -> bool:
+        return check_holds(age_ms, immunity_ms)
+
+    def check_op_wait_ms(self) -> int | None:
+        """What the check loop does when a read of the op queue finds nothing new and the record is not
+        due: 4.9.8 reads again at once, until the clock moves (None). rule: transaction/check-timeout"""
+        return None
+
+    def end_immunity_ms(self, value: str, transaction_timeout_ms: int) -> int:
+        return end_immunity_ms(value, transaction_timeout_ms)
+
+    def rejects_end_after_immunity(self) -> bool:
+        """4.9.8 has no rejectCommitOrRollback. rule: transaction/end-after-immunity"""
+        return False
+
+    def batched_ops(self) -> bool:
+        """4.9.8 writes one op per END_TRANSACTION at once. rule: transaction/op-message"""
+        return False
+
+    def writes_op_for(self, topic: str) -> bool:
+        """4.9.8 writes the op for whatever record END_TRANSACTION named. rule: transaction/op-message"""
+        return True
+
+    def half_properties(self, properties: Props) -> Props:
+        """parseHalfMessageInner's properties beyond REAL_TOPIC / REAL_QID: none on 4.9.8.
+
+        rule: transaction/half-message
+        """
+        return properties
+
     def end_tx_idempotent(self) -> bool:
         """4.9.x applies a second END_TRANSACTION again. rule: transaction/not-idempotent"""
         return False
@@ -233,6 +333,76 @@ class Semantics:
     def forbidden_topic(self, topic: str) -> bool:
         """rule: put/forbidden-topic"""
         return topic in NOT_ALLOWED_SEND_TOPICS
+
+    # -- the put path per release: 4.9.8 here, 5.5.0 in V5Semantics ----------------------------------------
+
+    def topic_name_problem(self, topic: str) -> str | None:
+        """TopicValidator.validateTopic's remark for a bad name, None for a good one. rule: put/topic-validation"""
+        return topics.problem_4_9(topic)
+
+    def invalid_request_code(self) -> Code:
+        """The code of a bad topic name or queue id: SYSTEM_ERROR up to 5.3.1.
+
+        rule: put/topic-validation, put/queue-id-range
+        """
+        return Code.SYSTEM_ERROR
+
+    def request_properties(self, props: Props, region: str, trace_on: bool) -> Props:
+        """What the send processor does to the request's properties before it reads them (4.9.8: nothing;
+        with no send hook registered buildMsgContext returns early). rule: put/stored-properties
+        """
+        return props
+
+    def store_refuses(
+        self, topic: str, body: bytes, props: Props, stored: Props, sys_flag: int
+    ) -> str | None:
+        """DefaultMessageStore.checkMessage: a topic or a properties string longer than the record's length
+        fields, counted in UTF-16 units on the string as it is before the delay rewrite. The PutMessageStatus,
+        or None. rule: put/message-illegal
+        """
+        if _utf16_len(topic) > TOPIC_MAX_LENGTH:
+            return "MESSAGE_ILLEGAL"
+        if _utf16_len(encode_properties(stored)) > 32767:
+            return "MESSAGE_ILLEGAL"
+        return None
+
+    def strips_wait(self) -> bool:
+        """A sent message's stored string leaves out WAIT (4.9.1-4.9.8). rule: put/stored-properties"""
+        return True
+
+    def generated_uniq_key(self, props: Props, candidate: str) -> str | None:
+        """A UNIQ_KEY the broker adds to a sent message: none in 4.9.x. rule: put/stored-properties"""
+        return None
+
+    def priority_queue(self, props: Props, queue_id: int, write_queues: int) -> tuple[Props, int]:
+        """5.4.0+ priority messages choose their queue; 4.9.x knows no such property. rule: put/queue-id-range"""
+        return props, queue_id
+
+    def lite_topic(self, props: Props, topic: str) -> Props:
+        """5.5.0 routes a lite topic through INNER_MULTI_DISPATCH; 4.9.x does not. rule: put/stored-properties"""
+        return props
+
+    def half_message_wanted(self, props: Props, reconsume_times: int) -> bool | str:
+        """TRAN_MSG read by Boolean.parseBoolean makes a half message (4.9.8 asyncSendMessage).
+
+        5.x answers "parse" when it must also read DELAY (see V5Semantics). rule: put/reject-transaction-message
+        """
+        return props.get(Prop.TRAN_MSG, "").lower() == "true"
+
+    def delay_props(self, props: Props) -> Props:
+        """The property map of a message the delay rewrite takes (4.9.8: as it is). rule: put/delay-schedule-queue"""
+        return props
+
+    def properties_bytes(self, props: Props) -> int:
+        """Bytes of ``messageProperties2String(props)``: no separator after the last entry (4.9.1-5.1.4).
+
+        rule: properties/encoding
+        """
+        return len(encode_properties(props).encode())
+
+    def topic_length_extra(self, topic: str) -> int:
+        """Bytes beyond one for the record's topic length field. rule: put/message-illegal"""
+        return 0
 
     def rewrites_half(self) -> bool:
         """A TRAN_MSG message goes to the half topic. rule: transaction/half-message"""
@@ -245,6 +415,13 @@ class Semantics:
     def real_qid(self, queue_id: int) -> str:
         """REAL_QID keeps the original queue. rule: put/delay-schedule-queue"""
         return str(queue_id)
+
+    def undeliverable_head_blocks(self) -> bool:
+        """A head whose copy cannot be built stays the next poll's start (4.9.3-4.9.8), blocking its level.
+
+        rule: schedule/fifo-per-level
+        """
+        return True
 
     def delivered_stored(self, stored: Props) -> Props:
         """The delivered copy's stored properties: the schedule copy's own (4.9.x). rule: schedule/delivered-copy"""
@@ -263,7 +440,7 @@ class Semantics:
 
         rule: sendback/origin-message-id
         """
-        return existing if existing and existing.strip() else offset_msg_id
+        return offset_msg_id if java_is_blank(existing) or existing is None else existing
 
     def honours_header_max(self, version: int) -> bool:
         """The header's maxReconsumeTimes counts from version V3_4_9 (121). rule: sendback/max-reconsume-times"""
@@ -312,9 +489,39 @@ class Semantics:
         """A batch to a %RETRY% topic is stored as an ordinary batch at 4.9.8. rule: batch/broker-illegal"""
         return False
 
+    def batch_oversize_is_exception(self) -> bool:
+        """4.9.x refuses a batch body over maxMessageSize in checkMessages (MESSAGE_ILLEGAL), before the
+        transaction type and DELAY; 5.x has only the encoder's RuntimeException, after them.
+        rule: batch/broker-illegal
+        """
+        return False
+
+    def batch_stores_wrapper_properties(self) -> bool:
+        """Each batch message stores its own properties and then the wrapper's (4.9.0-5.3.3).
+
+        rule: batch/stored-properties
+        """
+        return True
+
     def overflow_one_code(self) -> Code:
         """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
         return Code.PULL_NOT_FOUND
+
+    def creatable_group_name(self, group: str) -> bool:
+        """4.9.x auto-creates a group of any name. rule: sendback/group-lookup"""
+        return True
+
+    def pull_queue_illegal_code(self) -> Code:
+        """A pull's queue id outside [0, readQueueNums) is SYSTEM_ERROR (4.9.x). rule: pull/queue-id-range"""
+        return Code.SYSTEM_ERROR
+
+    def negative_batch_fails(self) -> bool:
+        """4.9.2-4.9.8 size the result list with maxMsgNums: a negative one throws. rule: pull/found"""
+        return True
+
+    def faq_url(self) -> str:
+        """FAQUrl's address in remarks (4.9.x). rule: pull/unknown-topic, sendback/group-lookup"""
+        return "http://rocketmq.apache.org/docs/faq/"
 
     # -- further decision points, one per rule a broker can get wrong (the mutants override them) --------
 
@@ -324,10 +531,6 @@ class Semantics:
         rule: properties/encoding, properties/lenient-decoding
         """
         return as_read_back(stored)
-
-    def topic_max_length(self) -> int:
-        """rule: put/topic-validation"""
-        return TOPIC_MAX_LENGTH
 
     def auto_create_queue_nums(self, requested: int, template_write_queues: int) -> int:
         """An auto-created topic's queue count. rule: put/topic-auto-create"""
@@ -344,10 +547,6 @@ class Semantics:
     def send_result_queue_id(self, resolved: int, stored_queue_id: int) -> int:
         """The send result names the queue the request resolved to. rule: put/send-result"""
         return resolved
-
-    def single_stored(self, props: Props) -> Props | None:
-        """A single message's stored properties: the map without WAIT (None: the map). rule: put/stored-properties"""
-        return with_props(props, WAIT=None) if "WAIT" in props else None
 
     def dispatch_order(self, start: int, end: int) -> range:
         """The commit log is dispatched in order. rule: dispatch/in-order"""
@@ -427,10 +626,114 @@ class Semantics:
         return inner.update(wrapper)
 
 
+_VALID_NAME_CHARS = frozenset("%|-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+TRANSACTION_ID_PROP = "__transactionId__"  # TransactionalMessageUtil.TRANSACTION_ID (5.1.0+)
+
+
 class V5Semantics(Semantics):
-    """The 5.x profile's differences (facts §4.4, §5.4)."""
+    """The 5.x profile's differences: Apache RocketMQ 5.5.0 (facts §4.4, §5.4)."""
 
     name = "5.x"
+
+    # -- the put path of 5.5.0 (rule ids on each) ----------------------------------------------------------
+
+    def forbidden_topic(self, topic: str) -> bool:
+        # rule: put/forbidden-topic (5.4.0+: the RocksDB transaction topics too)
+        return topic in NOT_ALLOWED_SEND_TOPICS_5_5
+
+    def topic_name_problem(self, topic: str) -> str | None:
+        # rule: put/topic-validation (5.4.0+: %RETRY% and %DLQ% topics up to 255)
+        return topics.problem_5_5(topic)
+
+    def invalid_request_code(self) -> Code:
+        # rule: put/topic-validation, put/queue-id-range (5.3.2+)
+        return Code.INVALID_PARAMETER
+
+    def request_properties(self, props: Props, region: str, trace_on: bool) -> Props:
+        # rule: put/stored-properties: buildMsgContext writes MSG_REGION and TRACE_ON into the request's
+        # properties (5.0.0+); clearReservedProperties deletes POP_CK (5.2.0+)
+        mm = props.mutate()
+        mm[Prop.MSG_REGION] = region
+        mm[Prop.TRACE_ON] = "true" if trace_on else "false"
+        mm.pop(Prop.POP_CK, None)
+        return mm.finish()
+
+    def store_refuses(
+        self, topic: str, body: bytes, props: Props, stored: Props, sys_flag: int
+    ) -> str | None:
+        # rule: put/message-illegal: HookUtils.checkBeforePutMessage (topic bytes: 127, or 255 for %RETRY%;
+        # a missing body, which an empty request body is), then checkInnerBatch (INNER_NUM without the
+        # inner-batch flag, or the flag on a topic whose consume queue is not a batch one: every topic here)
+        n = len(topic.encode())
+        if (
+            n > TOPIC_MAX_LENGTH and not topic.startswith(RETRY_PREFIX)
+        ) or n > topics.RETRY_OR_DLQ_TOPIC_MAX_LENGTH:
+            return "MESSAGE_ILLEGAL"
+        if not body:
+            return "MESSAGE_ILLEGAL"
+        if "INNER_NUM" in props or sys_flag & INNER_BATCH:
+            return "MESSAGE_ILLEGAL"
+        return None
+
+    def strips_wait(self) -> bool:
+        # rule: put/stored-properties (5.x stores WAIT)
+        return False
+
+    def generated_uniq_key(self, props: Props, candidate: str) -> str | None:
+        # rule: put/stored-properties (5.x: MessageClientIDSetter.createUniqID when UNIQ_KEY is missing)
+        return None if props.get(Prop.UNIQ_KEY) else candidate
+
+    def priority_queue(self, props: Props, queue_id: int, write_queues: int) -> tuple[Props, int]:
+        # rule: put/queue-id-range, put/stored-properties (5.4.0+): a priority >= 0 picks queue
+        # min(priority, writeQueueNums - 1) when the message is of the PRIORITY type; otherwise it is removed
+        raw = props.get(Prop.PRIORITY)
+        priority = parse_int(raw) if raw is not None else None
+        if priority is None or priority < 0:
+            return props, queue_id
+        other_type = (
+            props.get(Prop.TRAN_MSG, "").lower() == "true"
+            or any(
+                k in props
+                for k in (Prop.DELAY, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS)
+            )
+            or Prop.SHARDING_KEY in props
+        )
+        if other_type:
+            mm = props.mutate()
+            mm.pop(Prop.PRIORITY)
+            return mm.finish(), queue_id
+        return props, min(priority, write_queues - 1)
+
+    def lite_topic(self, props: Props, topic: str) -> Props:
+        # rule: put/stored-properties (5.5.0): LiteUtil.toLmqName
+        lite = props.get(Prop.LITE_TOPIC)
+        if not lite:
+            return props
+        return props.set(Prop.INNER_MULTI_DISPATCH, f"%LMQ%${topic}${lite}")
+
+    def half_message_wanted(self, props: Props, reconsume_times: int) -> bool | str:
+        # rule: put/reject-transaction-message (5.x: "&& !(reconsumeTimes > 0 && getDelayTimeLevel() > 0)")
+        if props.get(Prop.TRAN_MSG, "").lower() != "true":
+            return False
+        return "parse" if reconsume_times > 0 else True
+
+    def delay_props(self, props: Props) -> Props:
+        # rule: put/delay-schedule-queue (5.x: checkIfTimerMessage drops the timer properties of a DELAY > 0)
+        mm = props.mutate()
+        for k in (Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS):
+            mm.pop(k, None)
+        return mm.finish()
+
+    def properties_bytes(self, props: Props) -> int:
+        # rule: properties/encoding (5.2.0+: a separator after every entry, the last one too)
+        n = len(encode_properties(props).encode())
+        return n + 1 if n else 0
+
+    def topic_length_extra(self, topic: str) -> int:
+        # rule: put/message-illegal (autoMessageVersionOnTopicLen: a topic over 127 gets a 2-byte length)
+        return 1 if len(topic) > TOPIC_MAX_LENGTH else 0
 
     def retry_send_to_dlq(self, reconsume_times: int, max_reconsume_times: int) -> bool:
         # rule: sendback/retry-send-dlq (5.x: ">" instead of ">=")
@@ -443,10 +746,69 @@ class V5Semantics(Semantics):
         # rule: batch/broker-illegal (5.x: a %RETRY% batch is MESSAGE_ILLEGAL)
         return True
 
-    def check_immunity_ms(self, value: str | None, transaction_timeout_ms: int) -> int:
-        # rule: transaction/check-immunity (5.x: max(value × 1000, transactionTimeout))
-        base = check_immunity_ms(value, transaction_timeout_ms)
-        return max(base, transaction_timeout_ms)
+    def batch_oversize_is_exception(self) -> bool:
+        # rule: batch/broker-illegal (5.0.0+: SYSTEM_ERROR from the encoder's RuntimeException)
+        return True
+
+    def batch_stores_wrapper_properties(self) -> bool:
+        # rule: batch/stored-properties (5.4.0+: only the message's own properties)
+        return False
+
+    def check_immune(self, age_ms: int, immunity_ms: int) -> bool:
+        # rule: transaction/check-immunity (5.4.0+: "<=", ISSUE #9486)
+        return age_ms <= immunity_ms
+
+    def check_holds(self, age_ms: int, immunity_ms: int) -> bool:
+        # rule: transaction/check-timeout (5.4.0+: "<=", ISSUE #9486)
+        return 0 <= age_ms <= immunity_ms
+
+    def check_op_wait_ms(self) -> int | None:
+        # rule: transaction/check-timeout (5.1.0+: Thread.sleep(SLEEP_WHILE_NO_OP))
+        return 1000
+
+    def rejects_end_after_immunity(self) -> bool:
+        # rule: transaction/end-after-immunity (5.1.1+)
+        return True
+
+    def batched_ops(self) -> bool:
+        # rule: transaction/op-batch (5.1.0+)
+        return True
+
+    def writes_op_for(self, topic: str) -> bool:
+        # rule: transaction/op-message (5.4.0+: only for a record of the half topic)
+        return topic == HALF_TOPIC
+
+    def committed_stored(self, stored: Props) -> Props:
+        # rule: transaction/committed-message (5.4.0+: the string is rebuilt without REAL_TOPIC, REAL_QID)
+        kept = stored.mutate()
+        for key in (Prop.REAL_TOPIC, Prop.REAL_QID):
+            kept.pop(key, None)
+        return kept.finish()
+
+    def half_properties(self, properties: Props) -> Props:
+        # rule: transaction/half-message (5.1.0+: __transactionId__ = UNIQ_KEY when it is not empty)
+        uniq = properties.get(Prop.UNIQ_KEY)
+        return properties.set(TRANSACTION_ID_PROP, uniq) if uniq else properties
+
+    def undeliverable_head_blocks(self) -> bool:
+        # rule: schedule/fifo-per-level (5.0.0-5.5.0: nextOffset is set before messageTimeUp throws)
+        return False
+
+    def creatable_group_name(self, group: str) -> bool:
+        # rule: sendback/group-lookup (5.4.0-5.5.0: TopicValidator.validateGroup before auto-create)
+        return 0 < len(group) <= 120 and all(c in _VALID_NAME_CHARS for c in group)
+
+    def pull_queue_illegal_code(self) -> Code:
+        # rule: pull/queue-id-range (5.3.2-5.5.0: INVALID_PARAMETER, apache/rocketmq #9028)
+        return Code.INVALID_PARAMETER
+
+    def negative_batch_fails(self) -> bool:
+        # rule: pull/found (5.0.0-5.5.0: new GetMessageResult() has a fixed capacity)
+        return False
+
+    def faq_url(self) -> str:
+        # rule: pull/unknown-topic, sendback/group-lookup (5.1.0-5.5.0: FAQUrl.DEFAULT_FAQ_URL)
+        return "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 
 
 REFERENCE = Semantics()

@@ -30,17 +30,19 @@ def send_back(
 ) -> tuple[BrokerState, SendBackOk | Rejected]:
     """Steps 1-11 of facts §4.1. ``queue_choice`` is the broker's random draw for the retry queue."""
     cfg = state.config
-    found = group_config(state, req.group)
+    found = group_config(state, req.group, sem)
     if found is None:
         return state, Rejected(
             Code.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group [{req.group}] does not exist",
+            f"subscription group not exist, {req.group} \nSee {sem.faq_url()} for further details.",
             "sendback/group-lookup",
         )
     state, gc = found
-    if not cfg.broker_writable:
+    if not cfg.broker_writable:  # brokerIP1 in the remark: the model's store host
         return state, Rejected(
-            Code.NO_PERMISSION, "the broker sending message is forbidden", "sendback/group-lookup"
+            Code.NO_PERMISSION,
+            f"the broker[{cfg.store_host[0]}] sending message is forbidden",
+            "sendback/group-lookup",
         )
     retry_queues = sem.retry_queue_count(gc.retry_queue_nums)
     if retry_queues <= 0:

@@ -6,19 +6,26 @@ make every update O(log n): no transition copies the commit log or a consume que
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 import immutables
 from pyrsistent import pvector
 from pyrsistent.typing import PVector
 
-from .config import BrokerConfig
+from .config import BrokerConfig, Profile
 from .constants import (
     DEFAULT_TOPIC,
+    HALF_TOPIC,
+    OP_TOPIC,
     PERM_RW,
     SCHEDULE_QUEUE_NUM,
     SCHEDULE_TOPIC,
 )
 from .records import CQEntry, Props, QueueKey, Record
+
+if TYPE_CHECKING:
+    from .transaction import CheckRun
 
 _EMPTY_CQ: PVector[CQEntry] = pvector()
 
@@ -82,20 +89,33 @@ class BrokerState:
     producers: immutables.Map[str, int] = attrs.field(factory=immutables.Map)  # group -> connections
     tx_half_offset: int = 0  # committed offsets of CID_RMQ_SYS_TRANS on the half and op queues
     tx_op_offset: int = 0
+    # The transaction check service (reference/transaction.py): a run that waits inside its loop, and when
+    # the last run ended (the next one starts transactionCheckInterval later).
+    tx_run: CheckRun | None = None
+    tx_last_run_end: int | None = None
+    # 5.x op batch service: entries "<offset>," not yet written, and when the last op was written (None
+    # until the first END_TRANSACTION creates the queue's context).
+    tx_op_pending: tuple[str, ...] = ()
+    tx_op_last_write: int | None = None
 
     def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
         return attrs.evolve(self, topics=self.topics.set(topic, config))
 
 
 def initial_state(config: BrokerConfig) -> BrokerState:
-    """A fresh broker: the default topic TBW102 (8 queues) and SCHEDULE_TOPIC_XXXX (18 queues) exist."""
-    topics: immutables.Map[str, TopicConfig] = immutables.Map(
-        {
-            DEFAULT_TOPIC: TopicConfig(8, 8, 7),
-            SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
-        }
-    )
-    return BrokerState(config=config, topics=topics)
+    """A fresh broker: the default topic TBW102 (defaultTopicQueueNums queues, 8 by default) and
+    SCHEDULE_TOPIC_XXXX (18 queues) exist; under the 5.x profile also the half and op topics (1 queue each:
+    TopicConfigManager's constructor, 5.0.0-5.5.0). rule: config/defaults, pull/unknown-topic
+    """
+    tbw = config.default_topic_queue_nums
+    topics: dict[str, TopicConfig] = {
+        DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
+        SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
+    }
+    if config.profile is Profile.V5:
+        topics[HALF_TOPIC] = TopicConfig(1, 1)
+        topics[OP_TOPIC] = TopicConfig(1, 1)
+    return BrokerState(config=config, topics=immutables.Map(topics))
 
 
 def store_append(store: Store, record: Record) -> Store:

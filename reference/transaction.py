@@ -1,8 +1,16 @@
-"""Transactions: END_TRANSACTION (facts §5.3) and the broker's check of half messages (facts §5.4)."""
+"""Transactions: END_TRANSACTION (facts §5.3) and the broker's check of half messages (facts §5.4).
+
+Read in Apache RocketMQ 4.9.8 (the default profile) and 5.5.0 (the 5.x profile); the ``Semantics`` switches
+name each place where the two differ. Numbers the broker reads from strings are parsed as Java does
+(``reference/javanum.py``): ``TRANSACTION_CHECK_TIMES`` with ``Integer.parseInt`` (``getInt``: -1 when it
+does not parse), ``CHECK_IMMUNITY_TIME_IN_SECONDS``, ``TRAN_PREPARED_QUEUE_OFFSET`` and op bodies with
+``Long.parseLong`` (``getLong``: -1), ``REAL_QID`` with ``Integer.parseInt`` (a refusal is an exception).
+"""
 
 from __future__ import annotations
 
 import attrs
+import immutables
 
 from .constants import (
     HALF_TOPIC,
@@ -12,6 +20,7 @@ from .constants import (
     Prop,
     TxAction,
 )
+from .javanum import parse_int, parse_long
 from .observations import CheckRequest, Discarded, EndTxOk, NoResponse, Rejected
 from .put import append, ensure_topic, store_put
 from .records import Inner, Props, Record, props
@@ -19,6 +28,10 @@ from .semantics import Semantics
 from .state import BrokerState, with_props
 
 REMOVE_TAG = "d"
+OP_PULL_NUMS = 32  # fillOpRemoveMap pulls 32 op messages at a time
+MAX_PROCESS_TIME_MS = 60_000  # a run stops once it has lasted longer than this (MAX_PROCESS_TIME_LIMIT)
+OP_BATCH_INTERVAL_MS = 3000  # 5.x: transactionOpBatchInterval (default)
+OP_MSG_MAX_SIZE = 4096  # 5.x: transactionOpMsgMaxSize (default)
 
 
 @attrs.frozen
@@ -32,6 +45,12 @@ class EndTransaction:
     from_check: bool = False
     msg_id: str | None = None
     transaction_id: str | None = None
+
+
+def _exception(name: str, message: str | None) -> str:
+    """The start of the remark the remoting layer answers for an exception (``RemotingHelper
+    .exceptionSimpleDesc``: ``e.toString()``, then the first stack frame, which depends on the JDK)."""
+    return f"java.lang.{name}" if message is None else f"java.lang.{name}: {message}"
 
 
 def end_transaction(
@@ -57,6 +76,13 @@ def end_transaction(
             )
         )
         return state, EndTxOk(committed=None, op=None) if miss is None else miss
+    if not req.from_check and sem.rejects_end_after_immunity():
+        # rule: transaction/end-after-immunity (5.1.1+: rejectCommitOrRollback, before checkPrepareMessage)
+        raw = half.properties.get(Prop.CHECK_IMMUNITY_TIME_IN_SECONDS)
+        if raw and now - half.born_timestamp > sem.end_immunity_ms(raw, state.config.transaction_timeout_ms):
+            return state, Rejected(
+                Code.ILLEGAL_OPERATION, "not set any response code", "transaction/end-after-immunity"
+            )
     bad = check_prepare_message(half, req, sem)
     if bad is not None:
         return state, bad
@@ -65,15 +91,15 @@ def end_transaction(
     committed: Record | None = None
     if action == TxAction.COMMIT or sem.rollback_writes_message():
         final = committed_message(half, sem)
-        if final is None:
-            return state, Rejected(
-                Code.SYSTEM_ERROR, "REAL_TOPIC or REAL_QID missing", "transaction/committed-message"
-            )
+        if isinstance(final, Rejected):
+            return state, final
         result = store_put(state, final, now, sem)
         if isinstance(result, Rejected):
             return state, result
         state, committed = result
-    state, op = write_op(state, half, now, sem)
+    op: Record | None = None
+    if sem.writes_op_for(half.topic):
+        state, op = delete_prepare_message(state, half, now, sem)
     remark = None if action == TxAction.COMMIT else "not set any response code"
     return state, EndTxOk(committed=committed, op=op, remark=remark)  # rule: transaction/rollback
 
@@ -82,15 +108,25 @@ def _ended(state: BrokerState, half: Record) -> bool:
     """Whether an op message already names ``half`` (only a broker that keeps that state asks)."""
     for clo, _size, _tags in state.store.cq(OP_TOPIC, half.queue_id):
         op = state.store.lookup(clo)
-        if op is not None and op.body == str(half.queue_offset).encode():
+        if op is not None and str(half.queue_offset).encode() in op.body.split(b","):
             return True
     return False
 
 
 def check_prepare_message(half: Record, req: EndTransaction, sem: Semantics) -> Rejected | None:
-    """checkPrepareMessage: producer group, table offset, commit-log offset. rule: transaction/commit-checks"""
-    if sem.checks_producer_group() and half.properties.get(Prop.PGROUP) != req.producer_group:
-        return Rejected(Code.SYSTEM_ERROR, "The producer group wrong", "transaction/commit-checks")
+    """checkPrepareMessage: producer group, table offset, commit-log offset. rule: transaction/commit-checks
+
+    ``pgroupRead.equals(...)`` on a record without ``PGROUP`` throws a NullPointerException, which the
+    remoting layer answers with SYSTEM_ERROR and the exception's description.
+    """
+    group = half.properties.get(Prop.PGROUP)
+    if sem.checks_producer_group():
+        if group is None:
+            return Rejected(
+                Code.SYSTEM_ERROR, _exception("NullPointerException", None), "transaction/commit-checks"
+            )
+        if group != req.producer_group:
+            return Rejected(Code.SYSTEM_ERROR, "The producer group wrong", "transaction/commit-checks")
     if half.queue_offset != req.tran_state_table_offset:
         return Rejected(
             Code.SYSTEM_ERROR, "The transaction state table offset wrong", "transaction/commit-checks"
@@ -100,21 +136,28 @@ def check_prepare_message(half: Record, req: EndTransaction, sem: Semantics) -> 
     return None
 
 
-def committed_message(half: Record, sem: Semantics) -> Inner | None:
+def committed_message(half: Record, sem: Semantics) -> Inner | Rejected:
     """endMessageTransaction: the real-topic message. rule: transaction/committed-message
 
-    Its stored properties are the half record's own (still TRAN_MSG, PGROUP, REAL_TOPIC, REAL_QID on
-    4.9.x); the map loses REAL_* and TRAN_MSG; sysFlag becomes COMMIT; preparedTransactionOffset is the
-    half record's commit-log offset.
+    Topic ``REAL_TOPIC``, queue ``Integer.parseInt(REAL_QID)``: a queue id Java cannot parse (or none)
+    throws a NumberFormatException and a missing topic a NullPointerException when the store reads it;
+    either is answered SYSTEM_ERROR and nothing is written. The stored properties are the half record's
+    own on 4.9.8 (still TRAN_MSG, PGROUP, REAL_TOPIC, REAL_QID); the map loses REAL_* and TRAN_MSG;
+    sysFlag becomes COMMIT; preparedTransactionOffset is the half record's commit-log offset.
     """
     p = half.properties
-    topic, qid = p.get(Prop.REAL_TOPIC), p.get(Prop.REAL_QID)
-    if topic is None or qid is None:
-        return None
-    try:
-        queue_id = int(qid)
-    except ValueError:
-        return None
+    raw_qid = p.get(Prop.REAL_QID)
+    queue_id = parse_int(raw_qid)
+    if queue_id is None:
+        what = "null" if raw_qid is None else f'For input string: "{raw_qid}"'
+        return Rejected(
+            Code.SYSTEM_ERROR, _exception("NumberFormatException", what), "transaction/committed-message"
+        )
+    topic = p.get(Prop.REAL_TOPIC)
+    if topic is None:
+        return Rejected(
+            Code.SYSTEM_ERROR, _exception("NullPointerException", None), "transaction/committed-message"
+        )
     return Inner(
         topic=topic,
         queue_id=queue_id,
@@ -131,15 +174,49 @@ def committed_message(half: Record, sem: Semantics) -> Inner | None:
     )
 
 
-def write_op(state: BrokerState, half: Record, now: int, sem: Semantics) -> tuple[BrokerState, Record]:
-    """The op message: tag ``d``, body = the half record's queue offset. rule: transaction/op-message"""
-    body = sem.op_body(half.queue_offset, half.commit_log_offset).encode()
-    op_props = props(TAGS=REMOVE_TAG, WAIT="true", UNIQ_KEY=f"OP{state.store.end:030X}")
+# --- op messages ---------------------------------------------------------------------------------------
+
+
+def delete_prepare_message(
+    state: BrokerState, half: Record, now: int, sem: Semantics
+) -> tuple[BrokerState, Record | None]:
+    """deletePrepareMessage: record the resolution as an op. rule: transaction/op-message
+
+    4.9.8 writes one op at once (body = the half record's queue offset). 5.x (5.1.0+) queues ``"<offset>,"``
+    for the op batch service (transaction/op-batch), which writes it later: then no op record yet.
+    A spinning 4.9.8 check run reads op messages again and again, so it sees this one at once.
+    """
+    body = sem.op_body(half.queue_offset, half.commit_log_offset)
+    run = state.tx_run
+    if sem.batched_ops():
+        last = now if state.tx_op_last_write is None else state.tx_op_last_write
+        state = attrs.evolve(state, tx_op_pending=(*state.tx_op_pending, body + ","), tx_op_last_write=last)
+        before = state.store.end
+        state = op_service(state, now, sem)
+        written = state.store.lookup(before) if state.store.end > before else None
+        return state, written
+    state, op = write_op(state, half.queue_id, body, now, sem)
+    if run is not None and run.repull and run.resume_at > now:
+        state = attrs.evolve(state, tx_run=attrs.evolve(run, resume_at=now))
+    return state, op
+
+
+def write_op(
+    state: BrokerState, queue_id: int, body: str, now: int, sem: Semantics
+) -> tuple[BrokerState, Record]:
+    """makeOpMessageInner + putMessage: tag ``d``. rule: transaction/op-message
+
+    The message is ``new Message(opTopic, "d", body)``, whose properties are TAGS and WAIT=true; the
+    properties string is built from them before the broker sets WAIT=false and a UNIQ_KEY in the map,
+    so the stored op carries TAGS=d and WAIT=true only.
+    """
+    stored = props(TAGS=REMOVE_TAG, WAIT="true")
     inner = Inner(
         topic=OP_TOPIC,
-        queue_id=half.queue_id,
-        body=body,
-        properties=op_props,
+        queue_id=queue_id,
+        body=body.encode(),
+        properties=with_props(stored, WAIT="false"),
+        stored=stored,
         born_timestamp=now,
         born_host=state.config.store_host,
         store_host=state.config.store_host,
@@ -147,105 +224,328 @@ def write_op(state: BrokerState, half: Record, now: int, sem: Semantics) -> tupl
     return append(state, inner, now, sem)
 
 
-# --- the check service ---------------------------------------------------------------------------------
+def next_op_write(state: BrokerState) -> int | None:
+    """When the 5.x op batch service writes the pending entries (None: nothing pending).
+
+    rule: transaction/op-batch
+    """
+    if not state.tx_op_pending or state.tx_op_last_write is None:
+        return None
+    return state.tx_op_last_write + OP_BATCH_INTERVAL_MS
+
+
+def op_service(state: BrokerState, now: int, sem: Semantics) -> BrokerState:
+    """TransactionalOpBatchService.batchSendOpMessage at ``now`` (5.x): the queue's pending entries are
+    written as one op once ``transactionOpBatchInterval`` has passed since the last write (or since the
+    first end created the queue's context), or at once when they exceed ``transactionOpMsgMaxSize``
+    characters (``getOpMessage`` then takes entries until the body reaches that size).
+
+    rule: transaction/op-batch
+    """
+    while state.tx_op_pending:
+        last = now if state.tx_op_last_write is None else state.tx_op_last_write
+        size = sum(len(e) for e in state.tx_op_pending)
+        if size <= OP_MSG_MAX_SIZE and now - last < OP_BATCH_INTERVAL_MS:
+            break
+        taken: list[str] = []
+        length = 0
+        for entry in state.tx_op_pending:
+            if length >= OP_MSG_MAX_SIZE:
+                break
+            taken.append(entry)
+            length += len(entry)
+        rest = state.tx_op_pending[len(taken) :]
+        state = attrs.evolve(state, tx_op_pending=rest, tx_op_last_write=now)
+        state, _op = write_op(state, 0, "".join(taken), now, sem)
+        if sum(len(e) for e in rest) < OP_MSG_MAX_SIZE:
+            break
+    return state
+
+
+def _op_offsets(op: Record, sem: Semantics) -> list[int] | None:
+    """The half offsets an op names, parsed as fillOpRemoveMap does; None for an op without tag ``d``.
+
+    4.9.8: the body is one offset (``getLong``: -1 when it does not parse). 5.x: ``body.split(",")``
+    (Java's split: trailing empty strings dropped), each ``getLong``.
+    """
+    if op.properties.get(Prop.TAGS) != REMOVE_TAG:
+        return None
+    text = op.body.decode("utf-8", errors="replace")
+    parts = _java_split(text, ",") if sem.batched_ops() else [text]
+    out = []
+    for part in parts:
+        value = parse_long(part)
+        out.append(-1 if value is None else value)
+    return out
+
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """``String.split(sep)`` for a one-character separator: trailing empty strings are removed, and a
+    string without the separator is returned whole (so ``""`` gives one empty string)."""
+    if sep not in text:
+        return [text]
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+# --- the check service -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CheckRun:
+    """One run of TransactionalMessageServiceImpl.check on half queue 0, between two of its steps.
+
+    A run is instantaneous on the logical clock except where the broker's loop waits: 4.9.8 reads the op
+    queue again and again until the clock moves (a record whose age equals its timeout, or an immune
+    record whose ``TRAN_PREPARED_QUEUE_OFFSET`` does not parse); 5.x sleeps 1 s whenever a read of the op
+    queue finds nothing new. The run is then suspended and goes on at ``resume_at``.
+    """
+
+    start: int  # startTime: records stored at or after it were written during this run
+    resume_at: int
+    i: int
+    new_off: int
+    half_off: int  # halfOffset, the committed half offset when the run began (miniOffset of the op reads)
+    op_off: int  # opOffset
+    op_pull: int  # where the next read of the op queue begins (pullResult.getNextBeginOffset())
+    last_op_born: int | None  # born time of the last op the latest read found; None: it found none
+    remove_map: immutables.Map[int, int]  # half offset -> op queue offset
+    op_sets: immutables.Map[int, frozenset[int]]  # 5.x: op queue offset -> half offsets it still names
+    done_ops: tuple[int, ...]  # doneOpOffset (a list: 5.x may add one op twice)
+    repull: bool = False  # 4.9.8's wait: read the op queue again when going on
 
 
 def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
-    """One run of TransactionalMessageServiceImpl.check at ``now`` (facts §5.4).
+    """The check service at ``now``: start a run, or go on with the suspended one once it is due.
 
     rule: transaction/check-resolved, transaction/check-timeout, transaction/check-times,
     transaction/check-discard, transaction/check-skip-expired, transaction/check-no-producer
     """
-    cfg = state.config
-    store = state.store
-    half_cq = store.cq(HALF_TOPIC, 0)
-    op_cq = store.cq(OP_TOPIC, 0)
-    half_off, op_off = state.tx_half_offset, state.tx_op_offset
-    remove_map: dict[int, int] = {}
-    done_ops: set[int] = set()
-    for j in range(op_off, len(op_cq)):
-        op = store.lookup(op_cq[j][0])
-        if op is None or op.properties.get(Prop.TAGS) != REMOVE_TAG:
+    run = state.tx_run
+    if run is None:
+        run = CheckRun(
+            start=now,
+            resume_at=now,
+            i=state.tx_half_offset,
+            new_off=state.tx_half_offset,
+            half_off=state.tx_half_offset,
+            op_off=state.tx_op_offset,
+            op_pull=state.tx_op_offset,
+            last_op_born=None,
+            remove_map=immutables.Map(),
+            op_sets=immutables.Map(),
+            done_ops=(),
+        )
+        run = _fill(state, run, sem)
+    elif now < run.resume_at:
+        return state, []
+    return _go(attrs.evolve(state, tx_run=None), run, sem)
+
+
+def _fill(state: BrokerState, run: CheckRun, sem: Semantics) -> CheckRun:
+    """fillOpRemoveMap: read up to 32 op messages from ``run.op_pull``.
+
+    An op naming a half offset below halfOffset is done at once; one naming a later offset goes into the
+    remove map. 4.9.8 leaves an op without tag ``d`` alone; 5.x marks an op that names no offset at or
+    above halfOffset done (op-message batches, transaction/op-batch).
+    """
+    op_cq = state.store.cq(OP_TOPIC, 0)
+    batch = op_cq[run.op_pull : run.op_pull + OP_PULL_NUMS]
+    if not batch:
+        return attrs.evolve(run, last_op_born=None)
+    remove_map = run.remove_map.mutate()
+    op_sets = run.op_sets.mutate()
+    done = list(run.done_ops)
+    last_born = 0
+    for n, entry in enumerate(batch):
+        op_offset = run.op_pull + n
+        op = state.store.lookup(entry[0])
+        if op is None:
             continue
-        try:
-            q = int(op.body.decode())
-        except ValueError:
+        last_born = op.born_timestamp
+        offsets = _op_offsets(op, sem)
+        if not sem.batched_ops():
+            if offsets is None:
+                continue  # "Found a illegal tag": neither done nor in the map
+            if offsets[0] < run.half_off:
+                done.append(op_offset)
+            else:
+                remove_map[offsets[0]] = op_offset
             continue
-        if q < half_off:
-            done_ops.add(j)
+        named: set[int] = set()
+        for q in offsets or []:
+            if q >= run.half_off:
+                remove_map[q] = op_offset
+                named.add(q)
+        if named:
+            op_sets[op_offset] = frozenset(named)
         else:
-            remove_map[q] = j
+            done.append(op_offset)
+    return attrs.evolve(
+        run,
+        op_pull=run.op_pull + len(batch),
+        last_op_born=last_born,
+        remove_map=remove_map.finish(),
+        op_sets=op_sets.finish(),
+        done_ops=tuple(done),
+    )
+
+
+def _go(
+    state: BrokerState, run: CheckRun, sem: Semantics
+) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
+    """The loop of TransactionalMessageServiceImpl.check from ``run.i`` at ``run.resume_at``."""
+    cfg = state.config
+    timeout = cfg.transaction_timeout_ms
+    clock = run.resume_at
+    if run.repull:
+        run = _fill(state, attrs.evolve(run, repull=False), sem)
+    half_cq = state.store.cq(HALF_TOPIC, 0)  # what is dispatched now: copies of this run come later
     events: list[CheckRequest | Discarded] = []
-    new_off = half_off
-    i = half_off
-    while i < len(half_cq):
-        if i in remove_map and sem.honours_ops():  # resolved by an op
-            done_ops.add(remove_map.pop(i))
+    i, new_off = run.i, run.new_off
+    while True:
+        if clock - run.start > MAX_PROCESS_TIME_MS:
+            break
+        if i in run.remove_map and sem.honours_ops():  # resolved by an op
+            run = _resolved(run, i)
             new_off = i = i + 1
             continue
+        if i >= len(half_cq):
+            break  # NO_NEW_MSG: nothing (yet) at this offset
         half = state.store.lookup(half_cq[i][0])
         if half is None:
             break
+        # needDiscard: getInt of TRANSACTION_CHECK_TIMES (-1 when it does not parse), raised in memory
         raw_times = half.properties.get(Prop.TRANSACTION_CHECK_TIMES)
         discard = False
         times = 1
         if raw_times is not None:
-            try:
-                seen = int(raw_times)
-            except ValueError:
-                seen = -1  # getInt: -1 for what Integer.parseInt refuses, so the raised count is 0
+            seen = parse_int(raw_times)
+            seen = -1 if seen is None else seen
             discard = sem.must_discard(seen, cfg.transaction_check_max)
             times = sem.next_check_times(seen)
         msg_props = (
             half.properties if discard else with_props(half.properties, TRANSACTION_CHECK_TIMES=str(times))
         )
-        expired = sem.expired(now - half.born_timestamp, cfg.file_reserved_time_h * 3_600_000)
+        expired = sem.expired(clock - half.born_timestamp, cfg.file_reserved_time_h * 3_600_000)
         if discard or expired:
-            state, copy = _discard(state, half, msg_props, now, sem)
+            state, copy = _discard(state, half, msg_props, clock, sem)
             events.append(Discarded(half, copy, "max-checks" if discard else "expired"))
             new_off = i = i + 1
             continue
-        if half.store_timestamp >= now:  # stored during this run
+        if half.store_timestamp >= run.start:  # stored during this run
             break
-        age = now - half.born_timestamp
-        immunity = cfg.transaction_timeout_ms
+        age = clock - half.born_timestamp
+        immunity = timeout
         raw_immunity = half.properties.get(Prop.CHECK_IMMUNITY_TIME_IN_SECONDS)
         if raw_immunity is not None:
-            immunity = sem.check_immunity_ms(raw_immunity, cfg.transaction_timeout_ms)
-            if age < immunity:  # rule: transaction/check-immunity
-                prepared = half.properties.get(Prop.TRAN_PREPARED_QUEUE_OFFSET)
-                original = half.queue_offset if prepared is None else _int_or(prepared, -1)
-                if original != -1:
-                    if prepared is not None and original in remove_map:
-                        done_ops.add(remove_map.pop(original))
-                    else:
-                        copy_props = with_props(msg_props, TRAN_PREPARED_QUEUE_OFFSET=str(original))
-                        state, _copy = _put_back(state, half, copy_props, now, sem)
+            immunity = sem.check_immunity_ms(raw_immunity, timeout)
+            if sem.check_immune(age, immunity):  # rule: transaction/check-immunity
+                handled, state, run = _check_prepare_queue_offset(state, run, half, msg_props, clock, sem)
+                if handled:
                     new_off = i = i + 1
                     continue
-        elif 0 <= age < immunity:
-            break
-        if not sem.check_due(age, immunity):
-            break
-        if not sem.checks_without_producer() and not state.producers.get(
-            half.properties.get(Prop.PGROUP, ""), 0
+        elif sem.check_holds(age, immunity):
+            break  # not yet due: the run stops here
+        if run.last_op_born is None:
+            need = sem.check_due(age, immunity)
+        else:  # op messages were found by the latest read: read on first, unless ...
+            need = run.last_op_born - run.start > timeout or (age <= -1 and sem.check_due(age, immunity))
+        if (
+            need
+            and not sem.checks_without_producer()
+            and not state.producers.get(half.properties.get(Prop.PGROUP, ""), 0)
         ):
             break  # rule: transaction/check-no-producer
-        state, copy = _put_back(state, half, msg_props, now, sem)
-        events.append(_check_request(state, copy, half.store_timestamp))
-        new_off = i = i + 1
-    op_next = op_off
-    while op_next in done_ops:
+        if need:
+            state, copy = _put_back(state, half, msg_props, clock, sem)
+            events.append(_check_request(state, copy, half))
+            new_off = i = i + 1
+            continue
+        had_ops = run.last_op_born is not None
+        run = _fill(state, run, sem)
+        if run.last_op_born is not None:
+            continue  # more op messages: look at this record again
+        wait = sem.check_op_wait_ms()
+        if wait is not None:  # 5.x: Thread.sleep(SLEEP_WHILE_NO_OP)
+            return _suspend(state, run, i, new_off, clock + wait, False, events)
+        if had_ops:
+            continue  # the op queue is read to its end: look at this record again, now
+        # 4.9.8: read the op queue again until the clock moves; the record is due once its age passes
+        # the immunity (or the run has lasted MAX_PROCESS_TIME_LIMIT)
+        limit = run.start + MAX_PROCESS_TIME_MS + 1
+        due = half.born_timestamp + immunity + 1
+        return _suspend(state, run, i, new_off, min(due, limit) if due > clock else limit, True, events)
+    return _finish(state, run, new_off, clock), events
+
+
+def _suspend(
+    state: BrokerState,
+    run: CheckRun,
+    i: int,
+    new_off: int,
+    resume_at: int,
+    repull: bool,
+    events: list[CheckRequest | Discarded],
+) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
+    run = attrs.evolve(run, i=i, new_off=new_off, resume_at=resume_at, repull=repull)
+    return attrs.evolve(state, tx_run=run), events
+
+
+def _finish(state: BrokerState, run: CheckRun, new_off: int, clock: int) -> BrokerState:
+    """Commit the half offset and the op offset, advanced past a contiguous run of done ops
+    (calculateOpOffset: sorted, and stopped at the first that is not the next)."""
+    op_next = run.op_off
+    for d in sorted(run.done_ops):
+        if d != op_next:
+            break
         op_next += 1
-    state = attrs.evolve(state, tx_half_offset=new_off, tx_op_offset=op_next)
-    return state, events
+    return attrs.evolve(
+        state, tx_half_offset=new_off, tx_op_offset=op_next, tx_run=None, tx_last_run_end=clock
+    )
 
 
-def _int_or(raw: str, default: int) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        return default
+def _resolved(run: CheckRun, i: int) -> CheckRun:
+    """A half offset found in the remove map: its op is done (5.x: once every offset it names is)."""
+    op = run.remove_map[i]
+    remove_map = run.remove_map.delete(i)
+    named = run.op_sets.get(op)
+    if named is None:
+        return attrs.evolve(run, remove_map=remove_map, done_ops=(*run.done_ops, op))
+    left = named - {i}
+    if left:
+        return attrs.evolve(run, remove_map=remove_map, op_sets=run.op_sets.set(op, left))
+    return attrs.evolve(
+        run, remove_map=remove_map, op_sets=run.op_sets.delete(op), done_ops=(*run.done_ops, op)
+    )
+
+
+def _check_prepare_queue_offset(
+    state: BrokerState, run: CheckRun, half: Record, msg_props: Props, now: int, sem: Semantics
+) -> tuple[bool, BrokerState, CheckRun]:
+    """checkPrepareQueueOffset for an immune record: True when the run skips it (a copy was written, or
+    the original it names was resolved); False (look at it as if not immune) when its
+    ``TRAN_PREPARED_QUEUE_OFFSET`` does not parse. rule: transaction/check-immunity
+    """
+    prepared = half.properties.get(Prop.TRAN_PREPARED_QUEUE_OFFSET)
+    if prepared is not None:
+        original = parse_long(prepared)
+        if original is None or original == -1:
+            return False, state, run
+        if original in run.remove_map:
+            op = run.remove_map[original]
+            run = attrs.evolve(run, remove_map=run.remove_map.delete(original), done_ops=(*run.done_ops, op))
+            return True, state, run
+    # renewImmunityHalfMessageInner: the properties string is rebuilt after WAIT=false is set
+    copy_props = with_props(
+        msg_props,
+        TRAN_PREPARED_QUEUE_OFFSET=str(half.queue_offset) if prepared is None else prepared,
+        WAIT="false",
+    )
+    state, _copy = _put_back(state, half, copy_props, now, sem)
+    return True, state, run
 
 
 def _put_back(
@@ -253,7 +553,8 @@ def _put_back(
 ) -> tuple[BrokerState, Record]:
     """renewHalfMessageInner + putMessage: a copy at the end of the half queue, new offsets.
 
-    rule: transaction/check-times
+    The properties string is built before ``setWaitStoreMsgOK(false)``: the copy stores WAIT as the
+    record read had it. rule: transaction/check-times
     """
     inner = Inner(
         topic=HALF_TOPIC,
@@ -269,22 +570,25 @@ def _put_back(
     return append(state, inner, now, sem)
 
 
-def _check_request(state: BrokerState, copy: Record, half_stored: int) -> CheckRequest:
+def _check_request(state: BrokerState, copy: Record, half: Record) -> CheckRequest:
     """CHECK_TRANSACTION_STATE for a put-back copy. rule: transaction/check-no-producer
 
-    The body is the half message as read from the half queue, updated with the copy's offsets (so its
-    store time is the half message's, not the copy's: observed on 4.9.4, facts §5.4 step 9).
+    The body is the half message as the run read it (its flag, reconsumeTimes and store time: observed
+    on 4.9.4, facts §5.4 step 9), updated with the copy's offsets and the raised count, with WAIT=false,
+    topic and queue restored to REAL_*. The queue is ``Integer.parseInt(REAL_QID)``: should that throw
+    (no half record the broker wrote lacks a valid one), sendCheckMessage fails before sending, as when
+    no producer is online.
     """
     p = copy.properties
     group = p.get(Prop.PGROUP, "")
-    topic = p.get(Prop.REAL_TOPIC, copy.topic)
-    queue_id = _int_or(p.get(Prop.REAL_QID, str(copy.queue_id)), copy.queue_id)
+    real_qid = parse_int(p.get(Prop.REAL_QID))
     message = attrs.evolve(
-        copy,
-        topic=topic,
-        queue_id=queue_id,
+        half,
+        topic=p.get(Prop.REAL_TOPIC, half.topic),
+        queue_id=half.queue_id if real_qid is None else real_qid,
+        queue_offset=copy.queue_offset,
+        commit_log_offset=copy.commit_log_offset,
         properties=with_props(p, WAIT="false"),
-        store_timestamp=half_stored,
     )
     return CheckRequest(
         group=group,
@@ -293,7 +597,7 @@ def _check_request(state: BrokerState, copy: Record, half_stored: int) -> CheckR
         offset_msg_id=copy.msg_id,
         transaction_id=p.get(Prop.UNIQ_KEY),
         message=message,
-        sent=state.producers.get(group, 0) > 0,
+        sent=real_qid is not None and Prop.REAL_TOPIC in p and state.producers.get(group, 0) > 0,
         at=copy.store_timestamp,
     )
 

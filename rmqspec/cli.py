@@ -39,6 +39,12 @@ def rules_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="print the traceability as JSON instead of a table")
     ] = False,
+    sources: Annotated[
+        bool,
+        typer.Option(
+            "--sources", help="with --check: also fail on a rule whose Source line does not back its Versions"
+        ),
+    ] = False,
     root: Annotated[
         Path | None,
         typer.Option(
@@ -57,7 +63,7 @@ def rules_cmd(
         raise _error(str(e)) from None
     except OSError as e:
         raise _error(f"cannot read the tree at {root}: {e}") from None
-    problems = trace.problems()
+    problems = trace.problems(require_sources=True if sources else None)
     if as_json:
         typer.echo(json.dumps(trace.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -135,10 +141,11 @@ def build_app() -> typer.Typer:
 
     app.command("rules")(rules_cmd)
 
-    from rmqspec import commands, traces_cli  # conform, mutants, scenarios, serve; traces
+    from rmqspec import broker_cli, commands, traces_cli  # conform, mutants, scenarios, serve; traces; broker
 
     commands.register(app)
     traces_cli.register(app)
+    broker_cli.register(app)
     return app
 
 

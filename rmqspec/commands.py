@@ -16,10 +16,10 @@ from rich.table import Table
 from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
 from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.conformance.mutants import MUTANTS
-from rmqspec.conformance.scenarios import ScenarioError, catalogue, dump
+from rmqspec.conformance.scenarios import Scenario, ScenarioError, catalogue, dump
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _progress() -> Progress:
@@ -43,58 +43,102 @@ def conform_cmd(
     target: Annotated[
         str,
         typer.Option(
-            help="reference, mutant:NAME, served[:mutant:NAME] (rmqspec serve in this process) or remoting://HOST:PORT"
+            help="reference, mutant:NAME, served[:mutant:NAME] (the model served over TCP here), "
+            "remoting://HOST:PORT (any broker) or apache:VERSION (a real Apache RocketMQ that rmqspec starts)"
         ),
     ] = "reference",
     report: Annotated[Path | None, typer.Option(help="write the full report as JSON")] = None,
     junit: Annotated[Path | None, typer.Option(help="write a JUnit XML report")] = None,
-    examples: Annotated[int, typer.Option(help="state-machine runs (0: scenarios only)")] = 50,
-    steps: Annotated[int, typer.Option(help="operations per state-machine run")] = 30,
-    epsilon: Annotated[int, typer.Option(help="allowed lateness in ms (wall-clock targets)")] = 0,
-    save_dir: Annotated[Path, typer.Option(help="where a shrunk failing history is saved")] = Path(
-        "out/failures"
-    ),
+    examples: Annotated[
+        int, typer.Option(help="logical targets: state-machine runs (0: scenarios only)")
+    ] = 50,
+    steps: Annotated[int, typer.Option(help="logical targets: operations per state-machine run")] = 30,
+    epsilon: Annotated[
+        int | None,
+        typer.Option(help="wall-clock targets: allowed lateness in ms  [default: the profile's epsilon]"),
+    ] = None,
+    save_dir: Annotated[
+        Path, typer.Option(help="where failing histories (shrunk runs, workloads) are saved")
+    ] = Path("out/failures"),
     profile: Annotated[
-        Path | None, typer.Option(help="target profile (YAML): the broker's settings and features (remoting)")
+        Path | None,
+        typer.Option(
+            help="target profile (YAML): the broker's settings and features; logical targets run under its settings"
+        ),
     ] = None,
     workload_seconds: Annotated[
         float, typer.Option(help="wall-clock targets: seconds of concurrent workload (0: scenarios only)")
     ] = 30.0,
     max_wait: Annotated[
         int, typer.Option(help="wall-clock targets: skip scenarios that run longer than this (ms)")
-    ] = 30_000,
+    ] = 120_000,
+    concurrency: Annotated[
+        int, typer.Option(help="wall-clock targets: scenarios run at once, each in its own namespace")
+    ] = 16,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scenario", help="run only this scenario (an id, or a prefix such as put/ or a rule id)"
+        ),
+    ] = None,
+    chaos: Annotated[
+        bool, typer.Option("--chaos", help="apache: targets: stop and restart the broker during the workload")
+    ] = False,
 ) -> None:
-    """Run the conformance suite against a target; exit 0 only when it passes."""
+    """Run the conformance suite against a target. Exit 0 pass, 1 fail, 2 usage or setup error,
+    3 unknown (inconclusive: a target that stopped answering, or nothing judged)."""
     try:
-        scenarios = catalogue()
+        scenarios = _select(catalogue(), scenario)
         with _progress() as bar:
             task = bar.add_task(f"conform {target}", total=len(scenarios) + 1, item="")
             rep = conform(
                 target,
                 scenarios=scenarios,
-                examples=examples,
+                examples=examples if scenario is None else 0,
                 steps=steps,
                 epsilon_ms=epsilon,
                 save_dir=save_dir,
                 progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
                 profile=profile,
-                workload_seconds=workload_seconds,
+                workload_seconds=workload_seconds if scenario is None else 0,
                 max_wait_ms=max_wait,
+                concurrency=concurrency,
+                chaos=chaos,
             )
     except (TargetSpecError, ScenarioError) as e:
         raise _fail(str(e)) from None
-    _print_report(rep)
     if report:
         rep.write_json(report)
     if junit:
         rep.write_junit(junit)
-    raise typer.Exit(0 if rep.passed else 1)
+    _print_report(rep, report)
+    raise typer.Exit(rep.exit_code)
 
 
-def _print_report(rep: Report) -> None:
+def _select(scenarios: list[Scenario], wanted: list[str] | None) -> list[Scenario]:
+    """The scenarios named by ``--scenario`` (ids, rule ids or prefixes); all when none is given."""
+    if not wanted:
+        return scenarios
+    chosen = [s for s in scenarios if any(s.id == w or s.id.startswith(w) or w in s.rules for w in wanted)]
+    if not chosen:
+        raise ScenarioError(
+            f"--scenario {', '.join(wanted)}: no scenario has that id, rule or prefix "
+            "(`rmqspec scenarios list` shows them)"
+        )
+    return chosen
+
+
+def _out() -> Console:
+    """The console for reports: no wrapping when the output is a log or a pipe (CI), so that ids and
+    messages stay on one line each."""
+    return console if console.is_terminal else Console(soft_wrap=True, width=max(console.width, 200))
+
+
+def _print_report(rep: Report, report: Path | None = None) -> None:
+    out = _out()
     table = Table(title=f"rmqspec conform --target {rep.target}")
     for col in ("rule", "pass", "fail", "skip", "unknown"):
-        table.add_column(col, justify="left" if col == "rule" else "right")
+        table.add_column(col, justify="left" if col == "rule" else "right", no_wrap=col == "rule")
     for rule, counts in rep.by_rule().items():
         fails = counts.get("fail", 0)
         table.add_row(
@@ -104,27 +148,42 @@ def _print_report(rep: Report) -> None:
             str(counts.get("skip", 0)),
             str(counts.get("unknown", 0)),
         )
-    console.print(table)
+    out.print(table)
+    # Failures first (what a broker's author acts on), then what could not be judged, then the skips.
     for r in rep.scenarios:
         if r.outcome == "fail":
-            console.print(f"[red]FAIL[/red] {escape(r.scenario.id)} ({escape(r.scenario.source)})")
+            rules = ", ".join(r.failed_rules)
+            out.print(
+                f"[red]FAIL[/red] {escape(r.scenario.id)} {escape(f'[{rules}]')} ({escape(r.scenario.source)})"
+            )
             for f in r.failures:
-                console.print(f"     step {f.step} ({f.operation}): {escape(f.message)}")
-        elif r.outcome in ("skip", "unknown"):
-            console.print(f"[yellow]{r.outcome.upper()}[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
+                where = f"step {f.step} ({f.operation})" if f.step else f.operation
+                rule = " " + escape(f"[{f.rule}]") if f.rule else ""
+                out.print(f"     {where}{rule}: {escape(f.message)}")
+    for r in rep.scenarios:
+        if r.outcome == "unknown":
+            out.print(f"[yellow]UNKNOWN[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
+    for r in rep.scenarios:
+        if r.outcome == "skip":
+            out.print(f"[dim]SKIP[/dim] {escape(r.scenario.id)}: {escape(r.reason)}")
     for rule, why in rep.hazards.items():
-        console.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
+        out.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
     machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
     if rep.mode == "workload":
-        console.print(f"workload ({rep.machine_examples} operations, history checked at the end): {machine}")
-    else:
-        console.print(
-            f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}"
+        w = rep.workload
+        extra = ""
+        if w is not None and w.restarts:
+            extra = (
+                f"; {w.restarts} broker restarts, {w.acknowledged} messages acknowledged, {w.lost} lost, "
+                f"{w.duplicates_allowed} duplicates (allowed by schedule/restart-redelivery)"
+            )
+        out.print(
+            f"workload ({rep.machine_examples} operations, history checked at the end{extra}): {machine}"
         )
-    n = len(rep.scenarios)
-    passed = sum(r.outcome == "pass" for r in rep.scenarios)
-    verdict = "[green]PASS[/green]" if rep.passed else "[red]FAIL[/red]"
-    console.print(f"{verdict}: {passed}/{n} scenarios passed in {rep.seconds:.1f} s")
+    else:
+        out.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
+    verdict = {0: "[green]PASS[/green]", 1: "[red]FAIL[/red]", 3: "[yellow]UNKNOWN[/yellow]"}[rep.exit_code]
+    out.print(f"{verdict}: {escape(rep.summary())}" + (f" Report: {report}" if report else ""))
 
 
 def mutants_cmd(

@@ -1,64 +1,98 @@
-"""``rmqspec conform`` and ``rmqspec mutants``: run the suite on a target and report per rule.
+"""``rmqspec conform``: resolve a ``--target`` to a target and run the suite on it (conformance/suite.py).
 
-The suite is the scenario catalogue (the spec's examples and more) plus the Hypothesis state machine
-checked by the history checker. A target is ``reference``, ``mutant:NAME`` or ``remoting://HOST:PORT``.
+Targets: ``reference``, ``mutant:NAME`` (logical clock), ``served[:mutant:NAME]`` (the model served over
+TCP in this process), ``remoting://HOST:PORT`` (any broker, settings from ``--profile``), and
+``apache:VERSION`` (a real Apache RocketMQ broker that rmqspec starts, judges and stops).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
-from xml.etree import ElementTree as ET
 
 import attrs
 
 from rmqspec.adapters.inprocess import InProcessTarget, WallClockTarget
+from rmqspec.adapters.remoting.deploy import FixedRemoting, RemotingDeployment, Served
 from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_profile
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
-from rmqspec.conformance.contract import Target, TargetError
+from rmqspec.conformance.contract import Feature, Target, TargetError
+from rmqspec.conformance.history import save
 from rmqspec.conformance.kill import KillRow
 from rmqspec.conformance.kill import kill_matrix as run_kill_matrix
 from rmqspec.conformance.machine import run_machine
 from rmqspec.conformance.mutants import MUTANTS, Mutant
-from rmqspec.conformance.scenarios import Scenario, ScenarioResult, catalogue, run_scenario
+from rmqspec.conformance.scenario_run import ScenarioResult, run_scenario
+from rmqspec.conformance.scenarios import Scenario, catalogue
+from rmqspec.conformance.suite import (
+    HAZARDS,
+    Deployment,
+    Report,
+    WallOptions,
+    WallTarget,
+    WorkloadSummary,
+    run_logical,
+    run_wall,
+)
 from rmqspec.conformance.wireprobe import FaultProxy
-from rmqspec.conformance.workload import run_workload
+from rmqspec.conformance.workload import Chaos, run_workload
 from rmqspec.reference.config import BrokerConfig
-from rmqspec.reference.constants import NOT_ALLOWED_SEND_TOPICS, TRANS_CHECK_MAX_TIME_TOPIC
 from rmqspec.reference.model import Model
+
+__all__ = [
+    "HAZARDS",
+    "Report",
+    "TargetSpecError",
+    "conform",
+    "run_checked_workload",
+    "run_one",
+    "target_factory",
+]
 
 TargetFactory = Callable[[BrokerConfig], Target]
 
-# Behaviours the spec allows but users should know about: reported, never failed.
-HAZARDS = {
-    "transaction/not-idempotent": "a second END_TRANSACTION (or a commit after a rollback) is applied again "
-    "while the half record exists: duplicate delivery is possible (4.9.x; apache/rocketmq #1517, #4436)",
-}
-
 
 class TargetSpecError(ValueError):
-    """A --target value that names no known target."""
+    """A --target (or --profile) value that cannot be used; the message names which and why."""
+
+
+def reference_factory(cfg: BrokerConfig) -> Target:
+    return InProcessTarget(Model(cfg), name="reference")
 
 
 def remoting_profile(spec: str, profile: Path | None = None) -> TargetProfile:
     """The profile of a ``remoting://HOST:PORT`` target (the address in ``spec`` wins over the file's)."""
-    address = spec.removeprefix("remoting://").strip("/") or None
+    address = spec.removeprefix("remoting://").strip("/")
+    if spec.startswith("remoting://"):
+        _check_address(address, spec)
     try:
-        return load_profile(profile, address)
+        return load_profile(profile, address or None)
     except ProfileError as e:
         raise TargetSpecError(str(e)) from None
 
 
+def _check_address(address: str, spec: str) -> None:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise TargetSpecError(
+            f"--target {spec!r}: the address must be remoting://HOST:PORT with a port from 1 to 65535 "
+            "(RocketMQ's default is 10911)"
+        )
+
+
+def _profile_config(profile: Path | None) -> BrokerConfig | None:
+    if profile is None:
+        return None
+    return remoting_profile("remoting://127.0.0.1:1", profile).config
+
+
 def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
+    """A logical-clock target factory for ``reference`` or ``mutant:NAME``."""
     if spec == "reference":
-        return lambda cfg: InProcessTarget(Model(cfg), name="reference")
+        return reference_factory
     if spec.startswith("mutant:"):
         name = spec.removeprefix("mutant:")
         if name not in MUTANTS:
@@ -71,147 +105,62 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
                 f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
             )
         return lambda cfg: InProcessTarget(m.model(cfg), name=spec)
-    if spec.startswith("remoting://"):
-        tp = remoting_profile(spec, profile)
-        return lambda cfg: RemotingTarget(tp, name=spec)
     raise TargetSpecError(
-        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME] or remoting://HOST:PORT)"
+        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
+        "or apache:VERSION)"
     )
 
 
-def scenario_span_ms(s: Scenario) -> int:
-    """How long a scenario runs on a wall clock: its last ``at``."""
-    return max((int(step["at"]) for step in s.steps if "at" in step), default=0)
+def wall_target(spec: str, profile: Path | None) -> WallTarget:
+    """The wall-clock target a ``--target`` names (served, remoting://, apache:)."""
+    if spec == "served" or spec.startswith("served:"):
+        inner = spec.removeprefix("served").removeprefix(":") or "reference"
+        tp = remoting_profile("remoting://127.0.0.1:1", profile)
+        if inner == "reference":
+            return Served(tp, spec, lambda cfg: Model(cfg))
+        name = inner.removeprefix("mutant:")
+        if inner.startswith("mutant:") and name in MUTANTS:
+            served = Served(tp, spec, MUTANTS[name].model)
+            return served if MUTANTS[name].wire is None else FaultServed(served, MUTANTS[name])
+        raise TargetSpecError(f"cannot serve {inner!r}: use served, served:reference or served:mutant:NAME")
+    if spec.startswith("remoting://"):
+        tp = remoting_profile(spec, profile)
+        probe(tp, spec)
+        return FixedRemoting(tp, spec)
+    if spec.startswith("apache:"):
+        from rmqspec.adapters.apache.suite import apache_target
+
+        try:
+            return apache_target(spec.removeprefix("apache:"), profile)
+        except (ValueError, OSError) as e:
+            raise TargetSpecError(str(e)) from None
+    raise TargetSpecError(
+        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
+        "or apache:VERSION)"
+    )
 
 
-_ALWAYS_COMPARED = (
-    "profile",
-    "auto_create_topic",
-    "auto_create_subscription_group",
-    "max_message_size",
-    "default_topic_queue_nums",
-    "reject_transaction_message",
-    "broker_writable",
-    "retry_queue_nums",
-    "retry_max_times",
-)
-_TX_FIELDS = ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max")
-
-
-def wall_skip_reason(s: Scenario, target: BrokerConfig, max_wait_ms: int) -> str | None:
-    """Why a scenario cannot run on a wall-clock target with a fixed configuration (None: it can).
-
-    A real broker's settings cannot be changed by the suite, so a scenario runs only when the settings it
-    depends on are the broker's: always the ones that decide put and pull, the level table when it delays
-    or retries anything, the transaction timings when it sends half messages. And it must end within
-    ``max_wait_ms`` of wall time.
-    """
+def probe(tp: TargetProfile, spec: str) -> None:
+    """Fail fast, with the address, when nothing there answers as a RocketMQ broker within the timeout."""
     try:
-        want = s.broker_config()
-    except ValueError as e:
-        return f"bad scenario config: {e}"
-    text = json.dumps([dict(step) for step in s.steps])
-    fields = list(_ALWAYS_COMPARED)
-    if any(k in text for k in ("DELAY", "send_back", "%RETRY%", "%DLQ%")):
-        fields.append("delay_levels")
-    span = scenario_span_ms(s)
-    if '"checks"' in text or TRANS_CHECK_MAX_TIME_TOPIC in text:
-        fields.extend(_TX_FIELDS)
-    elif "send_half" in text and span >= min(want.transaction_timeout_ms, target.transaction_timeout_ms):
-        # Half messages left long enough to be checked: the check settings decide what is seen. A
-        # scenario that ends sooner never meets the check service (its rounds see nothing old enough).
-        fields.extend(_TX_FIELDS)
-    for f in fields:
-        a, b = getattr(want, f), getattr(target, f)
-        if a != b:
-            shown = want.describe() if f == "delay_levels" else a
-            has = target.describe() if f == "delay_levels" else b
-            return f"needs {f} = {shown} (the target has {has})"
-    if any(op in text for op in ('"restart"', '"skew"')):
-        return "needs restart or clock skew (not on a wall-clock target)"
-    if '"checks"' in text or TRANS_CHECK_MAX_TIME_TOPIC in text:
-        # Which check round falls before a given step depends on the check service's phase, which
-        # the suite fixes on a logical clock only; the workload checks check timing two-sided instead.
-        return "its check times assume the check service's phase (logical clocks only)"
-    for system in sorted(NOT_ALLOWED_SEND_TOPICS):
-        if f'"pull": {{"topic": "{system}"' in text:
-            return f"reads {system}, which a shared broker fills with every client's messages"
-    if span > max_wait_ms:
-        return f"runs {span / 1000:.0f} s of wall time (limit {max_wait_ms / 1000:.0f} s: --max-wait)"
-    return None
+        t = RemotingTarget(tp, name=spec)
+    except TargetError as e:
+        raise TargetSpecError(str(e)) from None
+    try:
+        from rmqspec.reference.model import GetMaxOffset
+
+        t.execute(GetMaxOffset("rmqspec_probe", 0))
+    except TargetError as e:
+        raise TargetSpecError(
+            f"no RocketMQ reply from {tp.host}:{tp.port} within {tp.timeout_s:g} s: is it a RocketMQ remoting "
+            f"endpoint? ({e})"
+        ) from None
+    finally:
+        t.close()
 
 
-@attrs.frozen
-class Report:
-    target: str
-    scenarios: tuple[ScenarioResult, ...]
-    machine: str | None  # None: the state machine (or, on a wall clock, the workload) passed
-    machine_examples: int
-    seconds: float
-    mode: str = "state machine"  # or "workload" (wall-clock targets: Jepsen-style, checked at the end)
-
-    @property
-    def passed(self) -> bool:
-        return self.machine is None and all(r.outcome in ("pass", "skip") for r in self.scenarios)
-
-    @property
-    def hazards(self) -> dict[str, str]:
-        """Hazard rules whose scenarios passed: the target shows the allowed but risky behaviour."""
-        shown = {rule for r in self.scenarios if r.outcome == "pass" for rule in r.rules if rule in HAZARDS}
-        return {rule: HAZARDS[rule] for rule in sorted(shown)}
-
-    def by_rule(self) -> dict[str, dict[str, int]]:
-        table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for r in self.scenarios:
-            for rule in r.rules:
-                table[rule][r.outcome] += 1
-        return {k: dict(v) for k, v in sorted(table.items())}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "passed": self.passed,
-            "seconds": round(self.seconds, 3),
-            "machine": {"mode": self.mode, "examples": self.machine_examples, "failure": self.machine},
-            "rules": self.by_rule(),
-            "hazards": self.hazards,
-            "scenarios": [
-                {
-                    "id": r.scenario.id,
-                    "rules": list(r.rules),
-                    "outcome": r.outcome,
-                    "reason": r.reason,
-                    "failures": [attrs.asdict(f) for f in r.failures],
-                }
-                for r in self.scenarios
-            ],
-        }
-
-    def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
-
-    def write_junit(self, path: Path) -> None:
-        suite = ET.Element(
-            "testsuite",
-            name=f"rmqspec:{self.target}",
-            tests=str(len(self.scenarios) + 1),
-            failures=str(sum(r.outcome == "fail" for r in self.scenarios) + (self.machine is not None)),
-            skipped=str(sum(r.outcome in ("skip", "unknown") for r in self.scenarios)),
-            time=f"{self.seconds:.3f}",
-        )
-        for r in self.scenarios:
-            case = ET.SubElement(
-                suite, "testcase", classname=r.rules[0] if r.rules else "catalogue", name=r.scenario.id
-            )
-            if r.outcome == "fail":
-                f = ET.SubElement(case, "failure", message=f"{len(r.failures)} step(s) failed")
-                f.text = "\n".join(f"step {x.step} ({x.operation}): {x.message}" for x in r.failures)
-            elif r.outcome in ("skip", "unknown"):
-                ET.SubElement(case, "skipped", message=r.reason)
-        case = ET.SubElement(suite, "testcase", classname="state-machine", name="history-checker")
-        if self.machine is not None:
-            ET.SubElement(case, "failure", message="anomalies").text = self.machine
-        ET.ElementTree(suite).write(path, encoding="unicode", xml_declaration=True)
+def is_wall(spec: str) -> bool:
+    return spec == "served" or spec.startswith(("served:", "remoting://", "apache:"))
 
 
 def conform(
@@ -220,195 +169,156 @@ def conform(
     scenarios: list[Scenario] | None = None,
     examples: int = 50,
     steps: int = 30,
-    epsilon_ms: int = 0,
+    epsilon_ms: int | None = None,
     save_dir: Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     seed: int | None = 0,
     shrink: bool = True,
     profile: Path | None = None,
     workload_seconds: float = 30.0,
-    max_wait_ms: int = 30_000,
+    max_wait_ms: int = 60_000,
+    concurrency: int = 16,
+    chaos: bool = False,
 ) -> Report:
-    """Run the suite on ``target``. On a wall-clock target (``remoting://``) the scenarios that fit its
-    configuration run, then the concurrent workload (``workload_seconds``) instead of the state machine."""
-    if target == "served" or target.startswith("served:"):
-        return _conform_served(
-            target,
-            profile,
-            scenarios if scenarios is not None else catalogue(),
-            epsilon_ms=epsilon_ms,
-            progress=progress,
-            seed=seed or 0,
-            workload_seconds=workload_seconds,
-            max_wait_ms=max_wait_ms,
-        )
-    if target.startswith("remoting://"):
-        return _conform_wall(
-            target,
-            remoting_profile(target, profile),
-            scenarios if scenarios is not None else catalogue(),
-            epsilon_ms=epsilon_ms,
-            progress=progress,
-            seed=seed or 0,
-            workload_seconds=workload_seconds,
-            max_wait_ms=max_wait_ms,
-        )
-    factory = target_factory(target)
+    """Run the suite on ``target``. Logical targets: every scenario (under ``profile``'s settings when
+    one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
+    the workload. Raises TargetSpecError for a target or profile that cannot be used."""
     scenarios = scenarios if scenarios is not None else catalogue()
-    start = time.perf_counter()
-    results = []
-    total = len(scenarios) + 1
-    for n, s in enumerate(scenarios):
-        if progress:
-            progress(n, total, s.id)
-        results.append(run_scenario(s, factory, epsilon_ms=max(epsilon_ms, 500), salt="conform"))
-    if progress:
-        progress(len(scenarios), total, "state machine")
-    failure = None
-    if examples > 0:
-        failure = run_machine(
+    if is_wall(target):
+        if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
+            raise TargetSpecError(
+                "--chaos restarts the broker: it needs a target rmqspec starts (apache:VERSION or served)"
+            )
+        wt = wall_target(target, profile)
+        options = WallOptions(
+            epsilon_ms=epsilon_ms or None,
+            max_wait_ms=max_wait_ms,
+            concurrency=concurrency,
+            workload_seconds=workload_seconds,
+            seed=seed or 0,
+            save_dir=save_dir,
+            chaos=chaos,
+        )
+        try:
+            return run_wall(
+                wt,
+                scenarios,
+                reference_factory,
+                options,
+                progress=progress,
+                workload=lambda dep, eps: _workload(dep, eps, options, target),
+            )
+        except TargetError as e:
+            raise TargetSpecError(str(e)) from None
+    factory = target_factory(target)
+    base = _profile_config(profile)
+
+    def machine() -> str | None:
+        if examples <= 0:
+            return None
+        return run_machine(
             factory,
-            BrokerConfig(),
+            base or BrokerConfig(),
             max_examples=examples,
             stateful_step_count=steps,
-            epsilon_ms=epsilon_ms,
+            epsilon_ms=epsilon_ms or 0,
             save_dir=save_dir,
             seed=seed,
+            shrink=shrink,
         )
-    if progress:
-        progress(total, total, "done")
-    return Report(target, tuple(results), failure, examples, time.perf_counter() - start)
+
+    return run_logical(
+        target, factory, scenarios, base=base, machine=machine, examples=examples, progress=progress
+    )
 
 
-def _conform_served(
-    target: str,
-    profile: Path | None,
-    scenarios: list[Scenario],
-    **kw: Any,
-) -> Report:
-    """``served`` / ``served:mutant:NAME``: ``rmqspec serve`` in this process on a free loopback port,
-    judged over TCP exactly as a remote broker is."""
-    inner = target.removeprefix("served").removeprefix(":") or "reference"
-    tp = remoting_profile("remoting://127.0.0.1:1", profile)
-    mutant: Mutant | None = None
-    if inner == "reference":
-        model = Model(tp.config)
-    elif inner.startswith("mutant:") and inner.removeprefix("mutant:") in MUTANTS:
-        mutant = MUTANTS[inner.removeprefix("mutant:")]
-        model = mutant.model(tp.config)
-    else:
-        raise TargetSpecError(f"cannot serve {inner!r}: use served, served:reference or served:mutant:NAME")
-    with _served(model, inner, mutant) as (host, port):
-        address = f"remoting://{host}:{port}"
-        rep = _conform_wall(address, attrs.evolve(tp, host=host, port=port), scenarios, **kw)
-    return attrs.evolve(rep, target=target)
-
-
-@contextlib.contextmanager
-def _served(model: Model, name: str, mutant: Mutant | None) -> Iterator[tuple[str, int]]:
-    """The model over TCP; a wire mutant's fault between it and the client."""
-    with BackgroundServer(WallClockTarget(model, name=f"{name}@wall")) as (host, port):
-        if mutant is None or mutant.wire is None:
-            yield host, port
-            return
-        with FaultProxy(host, port, mutant.wire) as (proxy_host, proxy_port):
-            yield proxy_host, proxy_port
-
-
-def _conform_wall(
-    target: str,
-    tp: TargetProfile,
-    scenarios: list[Scenario],
-    *,
-    epsilon_ms: int,
-    progress: Callable[[int, int, str], None] | None,
-    seed: int,
-    workload_seconds: float,
-    max_wait_ms: int,
-) -> Report:
-    eps = epsilon_ms or tp.epsilon_ms
-    try:  # fail fast, with the address, when nothing listens there
-        RemotingTarget(tp, name=target).close()
-    except TargetError as e:
-        raise TargetSpecError(str(e)) from None
-    features = frozenset(RemotingTarget.features_of(tp))
-    start = time.perf_counter()
-    results: list[ScenarioResult] = []
-    total = len(scenarios) + 1
-    for n, s in enumerate(scenarios):
-        if progress:
-            progress(n, total, s.id)
-        reason = wall_skip_reason(s, tp.config, max_wait_ms)
-        if reason is not None:
-            results.append(ScenarioResult(s, "skip", reason))
-            continue
-        results.append(
-            run_scenario(
-                s,
-                lambda cfg: RemotingTarget(tp, name=target),
-                features=features,
-                profile=tp.config.profile,
-                epsilon_ms=eps,
-                salt=f"conform{time.time_ns()}",
-            )
+def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> WorkloadSummary:
+    target = dep.target()
+    chaos = Chaos(dep.restart_broker) if options.chaos else None
+    try:
+        result = run_workload(
+            target, seconds=options.workload_seconds, seed=options.seed, epsilon_ms=eps, levels=3, chaos=chaos
         )
-    if progress:
-        progress(len(scenarios), total, f"workload ({workload_seconds:.0f} s)")
-    failure: str | None = None
-    operations = 0
-    if workload_seconds > 0:
-        wt = RemotingTarget(tp, name=target)
-        try:
-            result = run_workload(wt, seconds=workload_seconds, seed=seed, epsilon_ms=eps, levels=3)
-        finally:
-            wt.close()
-        operations = result.operations
-        v = result.verdict
-        if v.valid != "pass":
-            lines = [
-                f"workload verdict {v.valid} ({v.consumed}/{v.total} events consumed) {v.reason}".rstrip()
-            ]
-            lines += [f"{a.name} [{a.rule}] at event {a.event}: {a.message}" for a in v.anomalies[:20]]
-            failure = "\n".join(lines)
-    if progress:
-        progress(total, total, "done")
-    return Report(target, tuple(results), failure, operations, time.perf_counter() - start, mode="workload")
+    finally:
+        target.close()
+    v = result.verdict
+    history = None
+    if options.save_dir is not None and (v.valid != "pass" or options.chaos):
+        options.save_dir.mkdir(parents=True, exist_ok=True)
+        path = options.save_dir / f"workload-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
+        save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
+        history = str(path)
+    lost = sum(a.name == "lost-message" for a in v.anomalies)
+    return WorkloadSummary(
+        operations=result.operations,
+        verdict=v.valid,
+        anomalies=tuple(a.to_json() for a in v.anomalies),
+        reason=v.reason,
+        history=history,
+        restarts=result.restarts,
+        acknowledged=result.acknowledged(),
+        lost=lost,
+        duplicates_allowed=result.duplicates() if v.valid == "pass" else 0,
+        seconds=result.seconds,
+    )
 
 
 def run_one(target: str, scenario: Scenario, profile: Path | None = None) -> ScenarioResult:
     """One scenario on ``target`` as ``conform`` runs it (the pytest plugin's scenario items)."""
-    if target.startswith("remoting://"):
-        tp = remoting_profile(target, profile)
-        reason = wall_skip_reason(scenario, tp.config, 30_000)
-        if reason is not None:
-            return ScenarioResult(scenario, "skip", reason)
-        return run_scenario(
-            scenario,
-            lambda cfg: RemotingTarget(tp, name=target),
-            features=RemotingTarget.features_of(tp),
-            profile=tp.config.profile,
-            epsilon_ms=tp.epsilon_ms,
-            salt=f"pytest{time.time_ns()}",
+    if is_wall(target):
+        rep = conform(
+            target, scenarios=[scenario], profile=profile, workload_seconds=0, examples=0, concurrency=1
         )
-    return run_scenario(scenario, target_factory(target), salt="pytest")
+        return rep.scenarios[0]
+    return run_scenario(scenario, target_factory(target), base=_profile_config(profile), salt="pytest")
 
 
 def run_checked_workload(target: str, profile: Path | None, *, examples: int, seconds: float) -> str | None:
     """The history-checked part of the suite: the state machine in process, the workload on a wall
     clock. None when it passed, else the failure."""
-    if target.startswith("remoting://"):
-        rep = _conform_wall(
-            target,
-            remoting_profile(target, profile),
-            [],
-            epsilon_ms=0,
-            progress=None,
-            seed=0,
-            workload_seconds=seconds,
-            max_wait_ms=0,
+    if is_wall(target):
+        return conform(target, scenarios=[], profile=profile, workload_seconds=seconds).machine
+    return run_machine(
+        target_factory(target), _profile_config(profile) or BrokerConfig(), max_examples=examples
+    )
+
+
+@attrs.frozen
+class FaultServed:
+    """``served:mutant:NAME`` for a wire mutant: the reference served, its frames through the fault."""
+
+    served: Served
+    mutant: Mutant
+
+    @property
+    def name(self) -> str:
+        return self.served.name
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.served.config
+
+    @property
+    def epsilon_ms(self) -> int:
+        return self.served.epsilon_ms
+
+    @property
+    def features(self) -> frozenset[Feature]:
+        return self.served.features
+
+    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
+        dep = self.served.open(config, exclusive=exclusive)
+        assert self.mutant.wire is not None
+        proxy = FaultProxy(dep.profile.host, dep.profile.port, self.mutant.wire)
+        host, port = proxy.__enter__()
+
+        def close() -> None:
+            proxy.__exit__(None, None, None)
+            dep.close()
+
+        return RemotingDeployment(
+            attrs.evolve(dep.profile, host=host, port=port), dep.name, restarter=dep.restarter, closer=close
         )
-        return rep.machine
-    return run_machine(target_factory(target), BrokerConfig(), max_examples=examples)
 
 
 class CommandLineTargets:

@@ -97,7 +97,7 @@ end_txs = st.builds(
 operations: st.SearchStrategy[Op] = st.one_of(
     st.builds(Send, messages, small),
     st.builds(SendBatch, batches, small),
-    st.builds(Pull, text, small, ints, small, text),
+    st.builds(Pull, text, small, ints, small, text, hosts),
     st.builds(ConsumerSendBack, send_backs, small),
     st.builds(EndTx, end_txs),
     st.builds(Heartbeat, text, st.booleans()),

@@ -64,3 +64,29 @@ def test_scenarios_dump_is_json(tmp_path: Path) -> None:
     assert doc["format"] == "rmqspec-scenarios"
     assert len(doc["scenarios"]) >= 60
     assert all(s["steps"] and s["rules"] for s in doc["scenarios"])
+
+
+def test_a_catalogue_scenario_citing_an_id_that_is_no_rule_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16 item 8: a catalogue scenario cited put/delay-rewrite, which is no rule, and nothing noticed."""
+    from importlib import resources
+
+    from rmqspec.conformance import scenarios as sc
+
+    real = resources.files
+
+    class Fake:
+        def __init__(self, base: object) -> None:
+            self.base = base
+
+        def __truediv__(self, name: str) -> object:
+            return tmp_path if name == "catalogue" else self.base / name  # type: ignore[operator]
+
+    (tmp_path / "x.yaml").write_text(
+        "- name: bad\n  rules: [put/delay-rewrite]\n  steps:\n    - send: {topic: T, body: x}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(resources, "files", lambda pkg: Fake(real(pkg)))
+    with pytest.raises(sc.ScenarioError, match="names put/delay-rewrite, which no spec file defines"):
+        sc.catalogue()

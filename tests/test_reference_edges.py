@@ -231,14 +231,17 @@ def test_a_message_born_one_millisecond_in_the_future_is_checked() -> None:
 
 
 def test_a_zero_immunity_needs_an_age_above_zero() -> None:
-    """§5.4 steps 7-8: immunity 0 s; age 0 is not ``> immunity`` (no check), age 1 is."""
+    """§5.4 steps 7-8 (4.9.8 TransactionalMessageServiceImpl.check ~L207-236): immunity 0 s; at age 0 the
+    record is neither immune (0 < 0) nor due (0 > 0): the loop reads the op queue until the clock moves and
+    checks it in the same run, at age 1."""
     model = Model(TX)
     state = model.heartbeat(model.initial(), "PG")
     state, _h = send(model, state, half("KZ", born=1000, CHECK_IMMUNITY_TIME_IN_SECONDS="0"), 0)
     state, events = model.check(state, 1000)
-    assert events == []
+    assert events == [] and state.tx_run is not None and state.tx_run.resume_at == 1001
     state, events = model.check(state, 1001)
     assert len(events) == 1 and is_a(events[0], CheckRequest).transaction_id == "KZ"
+    assert is_a(events[0], CheckRequest).at == 1001 and state.tx_last_run_end == 1001
 
 
 def test_an_immune_record_gets_a_copy_and_the_run_goes_on() -> None:
@@ -275,8 +278,9 @@ def test_an_immune_copy_whose_original_offset_is_in_the_remove_map_is_resolved()
 
 
 def test_an_unparsable_prepared_queue_offset_writes_no_copy_and_waits() -> None:
-    """§5.4 step 7: getLong gives -1 for a value that does not parse; checkPrepareQueueOffset then returns
-    false and, the record not being due, the run stops at it."""
+    """§5.4 step 7 (4.9.8 checkPrepareQueueOffset ~L332): getLong gives -1 for a value that does not parse;
+    checkPrepareQueueOffset then returns false, no copy is written, and the record, not yet past its
+    immunity, is not due: the loop reads the op queue until its age passes 60 s, then checks it."""
     model = Model(TX)
     state = model.heartbeat(model.initial(), "PG")
     odd = half("KX", born=0, CHECK_IMMUNITY_TIME_IN_SECONDS="60", TRAN_PREPARED_QUEUE_OFFSET="x")
@@ -284,16 +288,21 @@ def test_an_unparsable_prepared_queue_offset_writes_no_copy_and_waits() -> None:
     state, events = model.check(state, 4000)
     assert events == []
     assert model.max_offset(state, HALF_TOPIC, 0).offset == 1 and state.tx_half_offset == 0
+    assert state.tx_run is not None and state.tx_run.resume_at == 60_001
+    state, events = model.check(state, 60_001)
+    assert [is_a(e, CheckRequest).at for e in events] == [60_001]
 
 
-@pytest.mark.parametrize(("immunity", "checked"), [("12", False), ("-1", True)])
-def test_five_x_immunity_is_the_larger_of_the_value_and_the_timeout(immunity: str, checked: bool) -> None:
-    """§5.4 (5.x): getImmunityTime = max(value × 1000, transactionTimeout); -1 means the timeout."""
+@pytest.mark.parametrize(("immunity", "when"), [("1", 2000), ("2", 3000), ("-1", 4000)])
+def test_five_x_immunity_is_the_value_even_below_the_timeout(immunity: str, when: int) -> None:
+    """5.5.0 TransactionalMessageServiceImpl.getImmunityTime (as 4.9.8: value × 1000, -1 the timeout) and
+    ``age <= immunity`` (5.4.0+): born 0, runs each second, timeout 3 s. max(value, timeout) is only
+    END_TRANSACTION's (transaction/end-after-immunity)."""
     model = Model(attrs.evolve(TX, profile=Profile.V5))
     state = model.heartbeat(model.initial(), "PG")
     state, _h = send(model, state, half("K5", born=0, CHECK_IMMUNITY_TIME_IN_SECONDS=immunity), 0)
-    state, events = model.check(state, 5000)
-    assert [isinstance(e, CheckRequest) for e in events] == ([True] if checked else [])
+    state, events = model.advance(state, 0, when)
+    assert [is_a(e, CheckRequest).at for e in events] == [when]
 
 
 def test_a_producer_with_two_connections_stays_online_when_one_leaves() -> None:
@@ -444,11 +453,18 @@ def test_send_back_without_retry_queues_succeeds_and_drops_the_message() -> None
 
 
 def test_a_send_back_whose_put_fails_is_a_system_error() -> None:
-    """§4.1 step 11: any put status but PUT_OK → SYSTEM_ERROR (here the retry copy exceeds maxMessageSize)."""
+    """§4.1 step 11: any put status but PUT_OK → SYSTEM_ERROR. maxMessageSize limits the body (4.9.4+,
+    put/message-illegal), so a retry copy that only grows in properties still fits; one whose properties
+    string passes 32,767 characters does not (DefaultMessageStore.checkMessage)."""
     model = Model(attrs.evolve(TX, max_message_size=200))
     state, sent = _failed(model, model.initial())
-    assert sent.record.size <= 200  # the retry copy adds RETRY_TOPIC, ORIGIN_MESSAGE_ID, REAL_* ...
-    _state, out = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 1000)
+    state, out = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 1000)
+    assert (
+        is_a(is_a(out, SendBackOk).record, Record).size > 200
+    )  # RETRY_TOPIC, ORIGIN_MESSAGE_ID, REAL_* ...: accepted
+    big = Message("T", b"m", props(UNIQ_KEY="KB", big="x" * 32_700))
+    state, sent = send(model, state, big, 1000)
+    _state, out = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 2000)
     bad = is_a(out, Rejected)
     assert bad.code == Code.SYSTEM_ERROR and bad.remark
 
@@ -573,11 +589,12 @@ def test_pull_statuses_and_offsets() -> None:
     model = Model(TX)
     state = _queue_of_two(model)
     cases = {
-        (1, 0): (Code.PULL_NOT_FOUND, PullStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0),
-        (1, 5): (Code.PULL_OFFSET_MOVED, PullStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0),
+        # findConsumeQueue creates a missing queue: NO_MESSAGE_IN_QUEUE, never NO_MATCHED_LOGIC_QUEUE
+        (1, 0): (Code.PULL_NOT_FOUND, PullStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0),
+        (1, 5): (Code.PULL_OFFSET_MOVED, PullStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0),
         (0, 0): (Code.SUCCESS, PullStatus.FOUND, 2, 0, 2),
         (0, 2): (Code.PULL_NOT_FOUND, PullStatus.OFFSET_OVERFLOW_ONE, 2, 0, 2),
-        (0, 5): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, 0, 0, 2),  # next = minOffset (0)
+        (0, 5): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_OVERFLOW_BADLY, 2, 0, 2),  # next: maxOffset
         (0, -1): (Code.PULL_OFFSET_MOVED, PullStatus.OFFSET_TOO_SMALL, 0, 0, 2),
     }
     for (queue, offset), expected in cases.items():
@@ -603,7 +620,7 @@ def test_system_topics_of_a_fresh_broker() -> None:
     model = Model(TX)
     state = model.initial()
     r = is_a(model.pull(state, SCHEDULE_TOPIC, 17, 0), PullResult)
-    assert r.status == PullStatus.NO_MATCHED_LOGIC_QUEUE
+    assert r.status == PullStatus.NO_MESSAGE_IN_QUEUE
     assert is_a(model.pull(state, SCHEDULE_TOPIC, 18, 0), Rejected).code == Code.SYSTEM_ERROR
     is_a(model.pull(state, "TBW102", 7, 0), PullResult)
     assert is_a(model.pull(state, "TBW102", 8, 0), Rejected).code == Code.SYSTEM_ERROR
@@ -662,13 +679,14 @@ def test_the_properties_string_may_be_32767_long(extra: int, accepted: bool) -> 
 
 
 @pytest.mark.parametrize(("extra", "accepted"), [(0, True), (1, False)])
-def test_a_record_may_be_as_long_as_max_message_size(extra: int, accepted: bool) -> None:
-    """§1.3: doAppend's MESSAGE_SIZE_EXCEEDED (msgLen > maxMessageSize) becomes MESSAGE_ILLEGAL."""
+def test_max_message_size_limits_the_body(extra: int, accepted: bool) -> None:
+    """put/message-illegal (4.9.5-4.9.8 MessageExtEncoder.encode): a body longer than maxMessageSize is
+    MESSAGE_ILLEGAL; the whole record may be up to maxMessageSize + 64 KiB, so a body of exactly
+    maxMessageSize is stored although its record is longer."""
     model = Model(BrokerConfig(max_message_size=200))
-    body = b"b" * (200 - 91 - 1 - props_len({"CLUSTER": "DefaultCluster"}) + extra)
-    _state, out = model.send(model.initial(), Message("T", body), 0)
+    _state, out = model.send(model.initial(), Message("T", b"b" * (200 + extra)), 0)
     if accepted:
-        assert is_a(out, SendOk).record.size == 200
+        assert is_a(out, SendOk).record.size == 91 + 200 + 1 + props_len({"CLUSTER": "DefaultCluster"})
     else:
         assert is_a(out, Rejected).code == Code.MESSAGE_ILLEGAL
 
@@ -803,17 +821,26 @@ def test_known_check_rounds_replace_nearby_ticks(rounds: tuple[int, ...], after:
 
 
 def test_a_send_back_the_store_refuses_answers_its_status_name() -> None:
-    """Facts §4.1 step 11: any put status but PUT_OK is SYSTEM_ERROR with the status's name as remark;
-    §1.1 step 6: properties longer than 32,767 are PROPERTIES_SIZE_EXCEEDED in the store."""
+    """Facts §4.1 step 11: any put status but PUT_OK is SYSTEM_ERROR with the status's name as remark.
+    put/message-illegal (4.9.8): DefaultMessageStore.checkMessage refuses a properties string of more than
+    32,767 UTF-16 units as it is before the delay rewrite (MESSAGE_ILLEGAL); the encoder refuses one of more
+    than 32,767 UTF-8 bytes as it is written (PROPERTIES_SIZE_EXCEEDED)."""
     from rmqspec.reference.observations import Rejected, SendOk
     from rmqspec.reference.sendback import SendBack
 
     model = Model(BrokerConfig())
     state = model.initial()
-    # Fits as sent; RETRY_TOPIC, ORIGIN_MESSAGE_ID, DELAY and REAL_* push the copy's string past the limit.
+    # Fits as sent; RETRY_TOPIC and ORIGIN_MESSAGE_ID push the copy's string past 32,767 characters.
     state, sent = model.send(state, Message("T", b"a", props(UNIQ_KEY="U1", big="x" * 32_700)), 0)
     assert isinstance(sent, SendOk)
     state, answer = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 10)
+    assert isinstance(answer, Rejected)
+    assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "MESSAGE_ILLEGAL")
+    # Two bytes per character: half as many characters, and REAL_TOPIC / REAL_QID of the delay rewrite
+    # push the bytes past the limit only in the encoder.
+    state, sent = model.send(state, Message("T", b"a", props(UNIQ_KEY="U2", big="\u00e9" * 16_340)), 20)
+    assert isinstance(sent, SendOk)
+    state, answer = model.send_back(state, SendBack("CG", sent.record.commit_log_offset), 30)
     assert isinstance(answer, Rejected)
     assert (answer.code, answer.remark) == (Code.SYSTEM_ERROR, "PROPERTIES_SIZE_EXCEEDED")
 

@@ -15,7 +15,8 @@ SPEC_PUT = """\
 # Put
 
 ## put/a
-**Versions:** 4.9.x.
+**Versions:** 4.9.8.
+**Source:** 4.9.8: `store/src/main/java/X.java` `m`
 
 Rule a.
 
@@ -27,12 +28,14 @@ steps:
 ```
 
 ## put/b
-**Versions:** 4.9.x.
+**Versions:** 4.9.8.
+**Source:** 4.9.8: `store/src/main/java/X.java` `m`
 
 Rule b, covered by conformance code only.
 
 ## put/c
-**Versions:** 4.9.x.
+**Versions:** 4.9.8.
+**Source:** 4.9.8: `store/src/main/java/X.java` `m`
 
 Rule c, covered by the example of put/a.
 """
@@ -41,7 +44,8 @@ SPEC_WIRE = """\
 # Wire
 
 ## wire/frame
-**Versions:** 4.9.x.
+**Versions:** 4.9.8.
+**Source:** 4.9.8: `store/src/main/java/X.java` `m`
 
 The frame.
 
@@ -120,7 +124,7 @@ def test_rule_without_implementation_fails(tmp_path: Path) -> None:
     root = make_tree(tmp_path, {"reference/impl.py": "# rule: put/a, put/c\n"})
     code, out = run("--check", "--root", str(root))
     assert code == 1
-    assert "put/b (spec/put.md:15): not implemented" in out
+    assert "put/b (spec/put.md:16): not implemented" in out
     assert "1 problem(s)" in out
     # without --check the table is printed and the exit code is 0
     assert run("--root", str(root))[0] == 0
@@ -139,7 +143,7 @@ def test_rule_without_coverage_fails(tmp_path: Path) -> None:
     root = make_tree(tmp_path, {"conformance/check.py": "CASES = []\n"})
     code, out = run("--check", "--root", str(root))
     assert code == 1
-    assert "put/b (spec/put.md:15): not covered" in out
+    assert "put/b (spec/put.md:16): not covered" in out
     assert "put/a" not in out.split("problem:")[-1]
 
 
@@ -181,7 +185,7 @@ def test_dangling_reference_in_spec_text_is_a_warning(tmp_path: Path) -> None:
     code, out = run("--check", "--root", str(root))
     assert code == 0
     assert "warning:" in out
-    assert "spec/put.md:18: the spec names put/missing" in out
+    assert "spec/put.md:20: the spec names put/missing" in out
 
 
 def test_missing_root_is_bad_input(tmp_path: Path) -> None:
@@ -206,8 +210,14 @@ def test_missing_spec_dir_is_bad_input(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        (SPEC_PUT.replace("**Versions:** 4.9.x.\n\nRule b", "Rule b"), "spec/put.md:15:"),
-        (SPEC_PUT.replace("steps:\n  - send: {topic: T, body: a}", "steps: [oops"), "spec/put.md:11:"),
+        (
+            SPEC_PUT.replace(
+                "**Versions:** 4.9.8.\n**Source:** 4.9.8: `store/src/main/java/X.java` `m`\n\nRule b",
+                "Rule b",
+            ),
+            "spec/put.md:16:",
+        ),
+        (SPEC_PUT.replace("steps:\n  - send: {topic: T, body: a}", "steps: [oops"), "spec/put.md:12:"),
     ],
 )
 def test_malformed_spec_is_bad_input(tmp_path: Path, text: str, where: str) -> None:
@@ -232,3 +242,15 @@ def test_version_and_help() -> None:
     result = runner.invoke(app, ["rules", "--help"])
     assert result.exit_code == 0
     assert "--check" in result.output
+
+
+def test_a_path_segment_is_not_a_rule_citation() -> None:
+    """A Source line cites broker/src/main/java/.../broker/transaction/queue/...: no rule transaction/queue."""
+    from rmqspec.conformance.specdoc import citation_pattern
+
+    pattern = citation_pattern(["transaction", "put"])
+    text = "`broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/X.java`; rule: put/delay-clamp"
+    assert [m.group(0) for m in pattern.finditer(text)] == ["put/delay-clamp"]
+    assert [m.group(0) for m in pattern.finditer("see transaction/check-timeout.")] == [
+        "transaction/check-timeout"
+    ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rmqspec.adapters.inprocess import InProcessTarget
-from rmqspec.conformance.scenarios import Scenario, run_scenario, spec_scenarios
+from rmqspec.conformance.scenario_run import run_scenario
+from rmqspec.conformance.scenarios import Scenario, spec_scenarios
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,63 @@ def test_also_may_name_a_rule_of_another_file(tmp_path: Path) -> None:
     )
     (ex,) = load_spec(spec).rule("put/a").examples
     assert ex.also == ("schedule/early",)
+
+
+# --- Source lines (issue 17: every rule cites the RocketMQ source it was read in) ---
+
+_SOURCED = """# T
+
+## put/a
+**Versions:** 4.9.3–4.9.8 (default profile). 5.0.0–5.5.0: same.
+**Source:** 4.9.3, 4.9.8: `store/src/main/java/org/apache/rocketmq/store/CommitLog.java` `asyncPutMessage`; 5.0.0–5.5.0: `broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java` `handleScheduleMessage`, `transformDelayLevelMessage`. Observed: apache 4.9.7.
+**Facts:** §1
+
+Statement.
+"""
+
+
+def test_source_line_is_parsed_into_citations() -> None:
+    from rmqspec.conformance.specdoc import parse_spec_file
+
+    rule = parse_spec_file(_SOURCED, "put", "put.md").rules[0]
+    assert [c.path.rsplit("/", 1)[1] for c in rule.sources] == ["CommitLog.java", "HookUtils.java"]
+    assert rule.sources[1].methods == ("handleScheduleMessage", "transformDelayLevelMessage")
+    assert rule.sources[1].covers("5.3.3") and not rule.sources[0].covers("4.9.5")
+    assert rule.observed == "apache 4.9.7"
+    assert rule.source_problems() == []
+
+
+def test_versions_not_backed_by_a_source_are_problems() -> None:
+    from rmqspec.conformance.specdoc import parse_spec_file
+
+    rule = parse_spec_file(_SOURCED.replace("4.9.3, 4.9.8:", "4.9.8:"), "put", "put.md").rules[0]
+    assert rule.source_problems() == [
+        "put/a (put.md:3): the Versions line names 4.9.3, which no Source citation covers"
+    ]
+    vague = parse_spec_file(_SOURCED.replace("5.0.0–5.5.0: same", "5.x: same"), "put", "put.md").rules[0]
+    assert any("names 5.x" in p for p in vague.source_problems())
+    unsourced = parse_spec_file(_SOURCED.replace(_SOURCED.splitlines()[4] + "\n", ""), "put", "put.md").rules[
+        0
+    ]
+    assert unsourced.source_problems() == [
+        "put/a (put.md:3): no **Source:** line (cite the RocketMQ file and method per version tag)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("4.9.8: `CommitLog.java`", "names no method"),
+        ("4.9.8 `CommitLog.java` `m`", "is not 'VERSIONS: `path`"),
+        ("4.9.x: `CommitLog.java` `m`", "is not a release"),
+        ("4.9.8–4.9.3: `CommitLog.java` `m`", "runs backwards"),
+        ("suite:", "needs a reason"),
+    ],
+)
+def test_malformed_source_lines_name_the_problem(line: str, problem: str) -> None:
+    from rmqspec.conformance.specdoc import SpecError, parse_spec_file
+
+    text = _SOURCED.replace(_SOURCED.splitlines()[4], f"**Source:** {line}")
+    with pytest.raises(SpecError, match=re.escape(problem)) as e:
+        parse_spec_file(text, "put", "put.md")
+    assert str(e.value).startswith("put.md:5:")

@@ -98,7 +98,9 @@ def test_cli_reports_a_bad_target_without_a_traceback() -> None:
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert "is not HOST:PORT" in proc.stderr
+    # the error blames the argument that is wrong, on one line
+    assert "--target 'remoting://127.0.0.1:notaport': the address must be remoting://HOST:PORT" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_profile_file_errors_name_the_file_and_the_key(tmp_path: Path) -> None:

@@ -68,6 +68,10 @@ log = logging.getLogger(__name__)
 RequestHandler = Callable[[RemotingCommand], Awaitable[RemotingCommand | None] | RemotingCommand | None]
 """Called with each request the broker starts; for a two-way request, the returned command is the answer."""
 
+FrameTap = Callable[[str, bytes, RemotingCommand], None]
+"""Called with ``("sent", frame, command)`` for every frame written and ``("received", frame, command)`` for
+every frame read, ``frame`` being the exact bytes on the wire (the wire-vector recorder uses it)."""
+
 DEFAULT_TIMEOUT = 3.0  # seconds, the Java client's default send timeout
 _MAX_OPAQUE = (1 << 31) - 1
 
@@ -112,8 +116,10 @@ class RemotingClient:
         language: str = "JAVA",
         version: int = VERSION_4_9_4,
         client_id: str | None = None,
+        tap: FrameTap | None = None,
     ) -> None:
         self.handler = handler
+        self.tap = tap
         self.timeout = timeout
         self.language = language
         self.version = version
@@ -198,7 +204,9 @@ class RemotingClient:
                 if not data:
                     decoder.finish()
                     raise ConnectionLost(f"connection to {where} closed by the peer")
-                for cmd in decoder.feed(data):
+                for frame, cmd in decoder.feed_raw(data):
+                    if self.tap is not None:
+                        self.tap("received", frame, cmd)
                     self._dispatch(cmd)
         except ConnectionLost as e:
             self._fail_all(e)
@@ -241,7 +249,7 @@ class RemotingClient:
         reply = attrs.evolve(answer, opaque=request.opaque, flag=answer.flag | FLAG_RESPONSE)
         try:
             async with asyncio.timeout(self.timeout):
-                await self._write(encode_frame(reply))
+                await self._write(encode_frame(reply), reply)
         except (RemotingError, ProtocolError, TimeoutError) as e:
             log.warning("could not answer request code %d (opaque %d): %s", request.code, request.opaque, e)
 
@@ -251,15 +259,21 @@ class RemotingClient:
         self._opaque = self._opaque + 1 if self._opaque < _MAX_OPAQUE else 1
         return self._opaque
 
-    def _stamp(self, cmd: RemotingCommand, flag: int) -> RemotingCommand:
+    def _stamp(self, cmd: RemotingCommand, flag: int, version: int | None = None) -> RemotingCommand:
         return attrs.evolve(
-            cmd, opaque=self._next_opaque(), flag=flag, language=self.language, version=self.version
+            cmd,
+            opaque=self._next_opaque(),
+            flag=flag,
+            language=self.language,
+            version=self.version if version is None else version,
         )
 
-    async def _write(self, frame: bytes) -> None:
+    async def _write(self, frame: bytes, cmd: RemotingCommand) -> None:
         async with self._write_lock:
             if self._lost is not None or self._writer is None:
                 raise self._lost or ConnectionLost("not connected")
+            if self.tap is not None:
+                self.tap("sent", frame, cmd)
             try:
                 self._writer.write(frame)
                 await self._writer.drain()
@@ -268,18 +282,22 @@ class RemotingClient:
                 self._fail_all(error)
                 raise error from e
 
-    async def invoke(self, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
-        """Send ``cmd`` as a two-way request (a fresh opaque, flag 0) and wait for its response."""
+    async def invoke(
+        self, cmd: RemotingCommand, timeout: float | None = None, *, version: int | None = None
+    ) -> RemotingCommand:
+        """Send ``cmd`` as a two-way request (a fresh opaque, flag 0) and wait for its response.
+        ``version`` overrides the client's protocol version for this request (the broker reads some
+        header fields only from a version on, e.g. send-back's maxReconsumeTimes from V3_4_9)."""
         if self._lost is not None:
             raise self._lost
-        request = self._stamp(cmd, cmd.flag & ~(FLAG_ONEWAY | FLAG_RESPONSE))
+        request = self._stamp(cmd, cmd.flag & ~(FLAG_ONEWAY | FLAG_RESPONSE), version)
         frame = encode_frame(request)
         t = self.timeout if timeout is None else timeout
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[request.opaque] = fut
         try:
             async with asyncio.timeout(t):
-                await self._write(frame)
+                await self._write(frame, request)
                 return await fut
         except TimeoutError:
             raise RemotingTimeout(
@@ -292,11 +310,12 @@ class RemotingClient:
         """Send ``cmd`` one-way (flag bit 1); returns once written. No response comes (facts §8)."""
         if self._lost is not None:
             raise self._lost
-        frame = encode_frame(self._stamp(cmd, (cmd.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE))
+        request = self._stamp(cmd, (cmd.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE)
+        frame = encode_frame(request)
         t = self.timeout if timeout is None else timeout
         try:
             async with asyncio.timeout(t):
-                await self._write(frame)
+                await self._write(frame, request)
         except TimeoutError:
             raise RemotingTimeout(f"one-way request code {cmd.code} not written within {t} s") from None
 
@@ -320,6 +339,7 @@ class RemotingClient:
         default_topic_queue_nums: int = 4,
         broker_name: str | None = None,
         v2: bool = True,
+        version: int | None = None,
         timeout: float | None = None,
     ) -> SendResponse:
         """SEND_MESSAGE_V2 (310), or SEND_MESSAGE (10) with ``v2=False``."""
@@ -338,7 +358,8 @@ class RemotingClient:
             default_topic_queue_nums=default_topic_queue_nums,
             broker_name=broker_name,
         )
-        return parse_send_response(await self.invoke(send_message_request(header, body, v2=v2), timeout))
+        request = send_message_request(header, body, v2=v2)
+        return parse_send_response(await self.invoke(request, timeout, version=version))
 
     async def send_batch(
         self,
@@ -407,9 +428,11 @@ class RemotingClient:
         origin_topic: str | None = None,
         unit_mode: bool = False,
         max_reconsume_times: int | None = None,
+        version: int | None = None,
         timeout: float | None = None,
     ) -> Reply:
-        """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the message's commit-log offset (facts §4.1)."""
+        """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the message's commit-log offset (facts §4.1).
+        The broker reads ``maxReconsumeTimes`` only from a request of ``version`` >= 121 (V3_4_9)."""
         cmd = consumer_send_msg_back_request(
             group,
             offset,
@@ -419,7 +442,7 @@ class RemotingClient:
             unit_mode=unit_mode,
             max_reconsume_times=max_reconsume_times,
         )
-        return parse_reply(await self.invoke(cmd, timeout))
+        return parse_reply(await self.invoke(cmd, timeout, version=version))
 
     async def end_transaction(
         self,

@@ -517,18 +517,22 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        return [cmd for _, cmd in self.feed_raw(data)]
+
+    def feed_raw(self, data: bytes) -> list[tuple[bytes, RemotingCommand]]:
+        """Like ``feed``, with each frame's exact bytes (length prefix included) beside its command."""
         if self._error is not None:
             raise self._error
         self._buf += data
-        out: list[RemotingCommand] = []
+        out: list[tuple[bytes, RemotingCommand]] = []
         try:
             while len(self._buf) >= 4:
                 total = _frame_length(bytes(self._buf[:4]), self._max)
                 if len(self._buf) < 4 + total:
                     break
-                payload = bytes(self._buf[4 : 4 + total])
+                frame = bytes(self._buf[: 4 + total])
                 del self._buf[: 4 + total]
-                out.append(_decode_payload(payload))
+                out.append((frame, _decode_payload(frame[4:])))
         except ProtocolError as e:
             self._error = e
             self._buf.clear()

@@ -24,6 +24,7 @@ from rmqspec.adapters.inprocess import WallClockTarget
 from rmqspec.conformance.contract import CheckEvent, Response
 from rmqspec.reference.batch import Batch, BatchEntry
 from rmqspec.reference.constants import Code, TxAction
+from rmqspec.reference.javanum import parse_int, parse_long
 from rmqspec.reference.model import (
     ConsumerSendBack,
     EndTx,
@@ -59,6 +60,12 @@ log = logging.getLogger(__name__)
 
 Host = tuple[str, int]
 _RESPONSE_REGION = (("MSG_REGION", "DefaultRegion"), ("TRACE_ON", "true"))
+_COMMIT_OR_ROLLBACK_WRONG = (
+    "org.apache.rocketmq.remoting.exception.RemotingCommandException: commitOrRollback field wrong"
+)
+# A header without producerGroup: null, which equals no PGROUP. A property value never holds \x02 (the
+# properties separator), so this string cannot equal one either.
+_NO_GROUP = "\x02"
 
 
 class BadRequest(ValueError):
@@ -72,26 +79,42 @@ def _field(ext: dict[str, str], *names: str, default: str | None = None) -> str 
     return default
 
 
-def _int(ext: dict[str, str], *names: str, default: int | None = None) -> int:
+def _number(raw: str, name: str, long: bool) -> int:
+    """A header number as RemotingCommand.decodeCommandCustomHeader (or a FastCodesHeader) reads it:
+    ``Integer.parseInt`` or ``Long.parseLong``, so no spaces, no underscores. rule: wire/send-headers"""
+    value = parse_long(raw) if long else parse_int(raw)
+    if value is None:
+        raise BadRequest(f"{name} {raw!r} is not a number")
+    return value
+
+
+def _int(ext: dict[str, str], *names: str, default: int | None = None, long: bool = False) -> int:
     raw = _field(ext, *names)
     if raw is None:
         if default is None:
             raise BadRequest(f"the header lacks {names[0]}")
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise BadRequest(f"{names[0]} {raw!r} is not a number") from None
+    return _number(raw, names[0], long)
 
 
 def _opt_int(ext: dict[str, str], *names: str) -> int | None:
     raw = _field(ext, *names)
     if raw is None or raw == "":
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise BadRequest(f"{names[0]} {raw!r} is not a number") from None
+    return _number(raw, names[0], False)
+
+
+def _reconsume_field(ext: dict[str, str], short: str, name: str) -> int | None:
+    """An Integer field of a send header as the broker reads it (rule: sendback/retry-send-dlq): the V2 short
+    name through Integer.parseInt in SendMessageRequestHeaderV2.decode, where a bad value fails the
+    request; the long name through RemotingCommand.decodeCommandCustomHeader, which logs a value
+    Integer.parseInt refuses and leaves the field null."""
+    if short in ext:
+        value = parse_int(ext[short])
+        if value is None:
+            raise BadRequest(f"{name} {ext[short]!r} is not a number")
+        return value
+    return parse_int(ext.get(name))
 
 
 def _bool(ext: dict[str, str], *names: str) -> bool:
@@ -121,6 +144,7 @@ class Server:
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._opaque = 0
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Host:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -135,6 +159,8 @@ class Server:
                 await self._ticker
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):  # a broker that stops drops its connections
+                writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
@@ -176,6 +202,7 @@ class Server:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._writers.add(writer)
         peer = writer.get_extra_info("peername") or ("127.0.0.1", 0)
         host: Host = (str(peer[0]), int(peer[1]))
         mine: set[str] = set()
@@ -200,6 +227,7 @@ class Server:
         except asyncio.CancelledError:  # the server is closing
             pass
         finally:
+            self._writers.discard(writer)
             for g in mine:
                 self._unregister(g, writer)
             writer.close()
@@ -263,7 +291,7 @@ class Server:
         properties = props(decode_properties(_field(e, "i", "properties") or ""))
         queue_id = _int(e, "e", "queueId")
         sys_flag = _int(e, "f", "sysFlag", default=0)
-        born = _int(e, "g", "bornTimestamp")
+        born = _int(e, "g", "bornTimestamp", long=True)
         queue_nums = _int(e, "d", "defaultTopicQueueNums", default=4)
         op: Op
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or _bool(e, "m", "batch"):
@@ -285,8 +313,8 @@ class Server:
                 born_timestamp=born,
                 born_host=peer,
                 producer_group=_field(e, "a", "producerGroup") or "",
-                reconsume_times=_opt_int(e, "j", "reconsumeTimes"),
-                max_reconsume_times=_opt_int(e, "l", "maxReconsumeTimes"),
+                reconsume_times=_reconsume_field(e, "j", "reconsumeTimes"),
+                max_reconsume_times=_reconsume_field(e, "l", "maxReconsumeTimes"),
                 default_topic_queue_nums=queue_nums,
                 version=cmd.version,
             )
@@ -308,9 +336,10 @@ class Server:
         op = Pull(
             _str(e, "topic"),
             _int(e, "queueId"),
-            _int(e, "queueOffset"),
+            _int(e, "queueOffset", long=True),
             _int(e, "maxMsgNums", default=32),
             _str(e, "consumerGroup"),
+            client=peer,  # the remark of pull/queue-id-range names the connection's address
         )
         r = self._run(op)
         if "next_begin_offset" not in r.fields:
@@ -328,9 +357,11 @@ class Server:
         e = cmd.ext
         req = SendBack(
             group=_str(e, "group"),
-            offset=_int(e, "offset"),
+            offset=_int(e, "offset", long=True),
             delay_level=_int(e, "delayLevel", default=0),
-            max_reconsume_times=_opt_int(e, "maxReconsumeTimes"),
+            # decodeCommandCustomHeader leaves a value Integer.parseInt refuses null: the group's limit
+            # applies (rule: sendback/max-reconsume-times)
+            max_reconsume_times=parse_int(e.get("maxReconsumeTimes")),
             origin_msg_id=_field(e, "originMsgId"),
             origin_topic=_field(e, "originTopic"),
             version=cmd.version,
@@ -339,16 +370,30 @@ class Server:
         return response_for(cmd, r.code, remark=r.remark)
 
     def _end_tx(self, cmd: RemotingCommand, peer: Host) -> RemotingCommand | None:
-        """No answer to UNKNOW or an unknown type. rule: wire/end-transaction"""
+        """END_TRANSACTION as EndTransactionProcessor decodes it. rule: wire/end-transaction
+
+        decodeCommandCustomHeader logs and skips a field it cannot read (a missing one, or a number
+        Integer.parseInt / Long.parseLong refuses), leaving it null; then checkFields refuses a type that
+        is not 0, 8 or 12 (RemotingCommandException) and unboxing a null type throws. UNKNOW is answered
+        by nothing, whatever the other fields; a null offset throws where it is first compared, a null
+        producer group equals no record's PGROUP. Exceptions are answered SYSTEM_ERROR with their
+        description (the first stack frame the broker appends is left out).
+        """
         e = cmd.ext
-        try:
-            action = TxAction(_int(e, "commitOrRollback"))
-        except ValueError:
-            return None  # the broker answers nothing to a type it does not know
+        action_num = parse_int(e.get("commitOrRollback"))
+        if action_num is None:
+            return response_for(cmd, Code.SYSTEM_ERROR, remark="java.lang.NullPointerException")
+        if action_num not in (TxAction.UNKNOW, TxAction.COMMIT, TxAction.ROLLBACK):
+            return response_for(cmd, Code.SYSTEM_ERROR, remark=_COMMIT_OR_ROLLBACK_WRONG)
+        action = TxAction(action_num)
+        commit_log_offset = parse_long(e.get("commitLogOffset"))
+        table_offset = parse_long(e.get("tranStateTableOffset"))
+        if action != TxAction.UNKNOW and commit_log_offset is None:
+            return response_for(cmd, Code.SYSTEM_ERROR, remark="java.lang.NullPointerException")
         req = EndTransaction(
-            producer_group=_str(e, "producerGroup"),
-            tran_state_table_offset=_int(e, "tranStateTableOffset"),
-            commit_log_offset=_int(e, "commitLogOffset"),
+            producer_group=e.get("producerGroup", _NO_GROUP),
+            tran_state_table_offset=-1 if table_offset is None else table_offset,
+            commit_log_offset=-1 if commit_log_offset is None else commit_log_offset,
             action=action,
             from_check=_bool(e, "fromTransactionCheck"),
             msg_id=_field(e, "msgId"),
@@ -357,7 +402,10 @@ class Server:
         r = self._run(EndTx(req))
         if r.no_response:
             return None
-        return response_for(cmd, r.code, remark=r.remark)
+        remark = r.remark
+        if table_offset is None and remark == "The transaction state table offset wrong":
+            remark = "java.lang.NullPointerException"  # the null offset is unboxed where it is compared
+        return response_for(cmd, r.code, remark=remark)
 
     def _heartbeat(
         self, cmd: RemotingCommand, writer: asyncio.StreamWriter, mine: set[str]
@@ -386,7 +434,7 @@ class Server:
         return response_for(cmd, r.code, remark=r.remark, ext_fields=ext)
 
     def _view(self, cmd: RemotingCommand, peer: Host) -> RemotingCommand:
-        r = self._run(ViewMessage(_int(cmd.ext, "offset")))
+        r = self._run(ViewMessage(_int(cmd.ext, "offset", long=True)))
         return response_for(cmd, r.code, remark=r.remark, body=_records_body(r.records[:1]))
 
     def _query(self, cmd: RemotingCommand, peer: Host) -> RemotingCommand:

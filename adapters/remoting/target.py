@@ -14,7 +14,10 @@ scenario, as on a fresh broker; commit-log offsets do not, and nothing in the su
 
 Producer groups. Each producer group a scenario registers (``Heartbeat``) gets a connection of its own
 that sends the HEART_BEAT, so that the broker's CHECK_TRANSACTION_STATE requests for that group arrive on
-it; ``Heartbeat(online=False)`` closes that connection (the broker forgets a closed channel).
+it; ``Heartbeat(online=False)`` closes that connection (the broker forgets a closed channel). Like the
+Java client (``MQClientInstance``: every 30 s), the connection heartbeats again every
+``HEARTBEAT_INTERVAL_S`` while it is open: a broker drops a producer channel that sent no heartbeat for
+120 s (``ProducerManager``: "remove expired channel") and then checks nobody.
 """
 
 from __future__ import annotations
@@ -24,12 +27,20 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
-from rmqspec.conformance.contract import CheckEvent, Clock, Feature, Response, TargetError, TargetInfo
+from rmqspec.conformance.contract import (
+    LOGICAL_ONLY,
+    CheckEvent,
+    Clock,
+    Feature,
+    Response,
+    TargetError,
+    TargetInfo,
+)
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.constants import DLQ_PREFIX, RETRY_PREFIX, Code, Prop, TxAction
 from rmqspec.reference.model import (
@@ -61,6 +72,8 @@ from .codec import (
 from .profile import TargetProfile
 
 T = TypeVar("T")
+
+HEARTBEAT_INTERVAL_S = 30.0  # the Java client's heartbeatBrokerInterval
 
 # Names the broker treats specially: never namespaced.
 SYSTEM_TOPICS = frozenset(
@@ -183,36 +196,43 @@ class RemotingTarget:
         *,
         namespace: Namespace | None = None,
         name: str | None = None,
+        restarter: Callable[[BrokerConfig | None], None] | None = None,
     ) -> None:
         self.profile = profile
+        self.restarter = restarter  # restarts the broker (a target the suite started itself)
         self.ns = namespace or Namespace.fresh()
         self.timeout = profile.timeout_s
         self._info = TargetInfo(
             name=name or f"remoting://{profile.host}:{profile.port}",
             clock=Clock.WALL,
             config=profile.config,
-            features=self.features_of(profile),
+            features=self.features_of(profile) | ({Feature.RESTART} if restarter is not None else set()),
             isolated=False,
         )
         self._loop = _Loop()
         self._checks: list[CheckEvent] = []
         self._checks_lock = threading.Lock()
         self._producers: dict[str, RemotingClient] = {}
+        self._beats: dict[str, asyncio.Task[None]] = {}
+        self._reconnect_lock = threading.Lock()
         self._client = self._connect(None)
 
     @staticmethod
     def features_of(profile: TargetProfile) -> frozenset[Feature]:
         """What a broker over the wire offers: everything but clock skew and restart, less ``lacks``."""
-        return frozenset(Feature) - {Feature.CLOCK_SKEW, Feature.RESTART} - profile.lacks
+        return frozenset(Feature) - LOGICAL_ONLY - {Feature.RESTART} - profile.lacks
 
     # --- connections ---------------------------------------------------------------------------------
 
-    def _connect(self, group: str | None) -> RemotingClient:
-        client = RemotingClient(
+    def _new_client(self, group: str | None) -> RemotingClient:
+        return RemotingClient(
             timeout=self.timeout,
             handler=None if group is None else self._check_handler(group),
             language=self.profile.language,
         )
+
+    def _connect(self, group: str | None) -> RemotingClient:
+        client = self._new_client(group)
         try:
             self._loop.run(client.connect(self.profile.host, self.profile.port), self.timeout + 1)
         except (RemotingError, OSError, TimeoutError) as e:
@@ -264,18 +284,48 @@ class RemotingTarget:
         return out
 
     def restart(self, config: BrokerConfig | None = None) -> None:
-        raise TargetError("a remoting target cannot restart its broker (feature restart)")
+        """Restart the broker (only a broker the suite started: ``restarter``), then reconnect: the
+        client's connection, and each online producer group's with its heartbeat."""
+        if self.restarter is None:
+            raise TargetError("a remoting target cannot restart its broker (feature restart)")
+        groups = list(self._producers)
+        for group in groups:
+            self._stop_beat(group)
+        for client in [self._client, *self._producers.values()]:
+            with contextlib.suppress(Exception):
+                self._loop.run(client.close(), 2)
+        self._producers.clear()
+        self.restarter(config)
+        if config is not None:
+            self.profile = attrs.evolve(self.profile, config=config)
+            self._info = attrs.evolve(self._info, config=config)
+        self._client = self._connect(None)
+        for group in groups:
+            self._heartbeat(group, True)
 
     def close(self) -> None:
+        for group in list(self._beats):
+            self._stop_beat(group)
         for client in [self._client, *self._producers.values()]:
             with contextlib.suppress(Exception):
                 self._loop.run(client.close(), 2)
         self._producers.clear()
         self._loop.stop()
 
+    def _live_client(self) -> RemotingClient:
+        """The client connection, opened again first when it was lost (a broker that restarted): an
+        operation is sent only on a live connection, so a lost one never makes an operation's outcome
+        unknown by itself; while the broker is down the reconnect fails and the operation is not sent."""
+        with self._reconnect_lock:
+            if not self._client.connected:
+                with contextlib.suppress(Exception):
+                    self._loop.run(self._client.close(), 2)
+                self._client = self._connect(None)
+            return self._client
+
     def execute(self, op: Op) -> Response:
         ns = self.ns
-        c = self._client
+        c = self._live_client()
         match op:
             case Send(message=m):
                 body_props = ns.out_props(m.properties)
@@ -292,6 +342,7 @@ class RemotingTarget:
                         reconsume_times=m.reconsume_times or 0,
                         max_reconsume_times=m.max_reconsume_times,
                         default_topic_queue_nums=m.default_topic_queue_nums,
+                        version=m.version,
                     ),
                     "send",
                 )
@@ -333,6 +384,7 @@ class RemotingTarget:
                         origin_msg_id=sb.origin_msg_id,
                         origin_topic=None if sb.origin_topic is None else ns.topic(sb.origin_topic),
                         max_reconsume_times=sb.max_reconsume_times,
+                        version=sb.version,
                     ),
                     "send back",
                 )
@@ -389,12 +441,41 @@ class RemotingTarget:
 
     def _heartbeat(self, group: str, online: bool) -> Response:
         if not online:
+            self._stop_beat(group)
             client = self._producers.pop(group, None)
             if client is not None:
                 self._call(client.close(), "close producer connection")
             return Response(0)
         client = self._producers.get(group)
+        if client is not None and not client.connected:  # the broker restarted: connect again
+            self._stop_beat(group)
+            with contextlib.suppress(Exception):
+                self._loop.run(client.close(), 2)
+            client = None
         if client is None:
             client = self._producers[group] = self._connect(group)
         rep = self._call(client.heartbeat([self.ns.group(group)]), "heart beat")
+        if group not in self._beats:
+            self._beats[group] = self._loop.run(self._start_beat(client, group), self.timeout)
         return Response(rep.code, rep.remark)
+
+    async def _start_beat(self, client: RemotingClient, group: str) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(self._beat(client, group))
+
+    async def _beat(self, client: RemotingClient, group: str) -> None:
+        """Heartbeat ``group`` every HEARTBEAT_INTERVAL_S, as a real producer does, until cancelled; a
+        lost connection (the broker restarted) is opened again first, as the Java client does."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            with contextlib.suppress(RemotingError, ProtocolError, TimeoutError, OSError):
+                if not client.connected:
+                    await client.close()
+                    client = self._new_client(group)
+                    await client.connect(self.profile.host, self.profile.port)
+                    self._producers[group] = client
+                await client.heartbeat([self.ns.group(group)])
+
+    def _stop_beat(self, group: str) -> None:
+        task = self._beats.pop(group, None)
+        if task is not None:
+            self._loop.loop.call_soon_threadsafe(task.cancel)

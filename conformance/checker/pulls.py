@@ -76,10 +76,15 @@ class PullsMixin(TransactionsMixin):
     def apply_pull(self, inv: Event, op: Pull) -> Completion:
         queue = (op.topic, op.queue_id)
         floor = self.floor(queue, inv.time) if self.counted(queue) else 0
-        before = self.model.pull(self.state, op.topic, op.queue_id, op.offset, op.max_msgs, op.group)
+        # Applied as a step: a pull may create its consumer group (sendback/group-lookup).
+        self.state, answer = self.model.step(self.state, op, inv.time)
+        assert isinstance(answer, PullResult | Rejected)
+        before = answer
 
         def complete(resp: Response, e: Event) -> None:
-            after = self.model.pull(self.state, op.topic, op.queue_id, op.offset, op.max_msgs, op.group)
+            after = self.model.pull(
+                self.state, op.topic, op.queue_id, op.offset, op.max_msgs, op.group, op.client
+            )
             self.judge_pull(inv, op, floor, before, after, resp, e)
 
         return complete

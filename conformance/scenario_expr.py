@@ -1,0 +1,195 @@
+"""Scenario values written against the broker's configuration: ``=EXPR`` strings.
+
+A scenario is portable when its times and expected values follow the target's own settings instead of
+one table of numbers. Any string value in a step that starts with ``=`` is an expression, evaluated
+when the step runs::
+
+    - at: "=delay(3) - 1"                  # just before a level-3 message sent at 0 is due
+      pull: {topic: T}
+      expect: {code: PULL_NOT_FOUND}
+    - send: {topic: T, body: a, props: {DELAY: "=levels + 1"}}   # one above the highest level
+      expect: {code: SUCCESS, queue_id: 0}
+
+The language is integer arithmetic (``+ - * // %``, parentheses, ``min``/``max``) over these names:
+
+| name | value |
+|---|---|
+| ``levels`` | the number of delay levels (``messageDelayLevel``) |
+| ``delay(n)`` | the delay of level ``n`` in ms; a scenario that names a level the table lacks needs a longer table |
+| ``timeout`` | ``transactionTimeOut`` (ms) |
+| ``interval`` | ``transactionCheckInterval`` (ms) |
+| ``check_max`` | ``transactionCheckMax`` |
+| ``max_size`` | ``maxMessageSize`` (bytes) |
+| ``queues`` | ``defaultTopicQueueNums`` |
+| ``retry_max`` | ``retryMaxTimes`` (the group default) |
+| ``reserved`` | ``fileReservedTime`` in ms |
+| ``flush`` | the schedule offsets' flush interval (ms; 10 000 in every release) |
+| ``at(m)`` | when the step that sent ``m`` ran (ms since the scenario started) |
+| ``check(m, k)`` | when the ``k``-th check request for ``m`` arrived (ms since start) |
+| ``now`` | when this step starts (ms since start) |
+
+A literal string that starts with ``=`` is written ``==...``. Inside a longer string, ``{=EXPR}`` is
+replaced by the value: ``DELAY: "0{=levels}"`` is ``"018"`` on a table of 18 levels.
+
+Pure: nothing here talks to a target. :class:`Needs` names a capability a configuration lacks, so the
+runner can skip with an actionable reason; :class:`ExprError` is an authoring mistake.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from rmqspec.reference.config import BrokerConfig
+
+FLUSH_DELAY_OFFSET_INTERVAL_MS = 10_000
+
+__all__ = ["Env", "ExprError", "Needs", "evaluate", "is_expr", "resolve"]
+
+
+class ExprError(ValueError):
+    """An expression that is not valid (syntax, unknown name): the scenario is wrong, not the target."""
+
+
+class Needs(Exception):
+    """The configuration lacks what the scenario needs; ``what`` says it, ``fix`` says what to change."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        self.what = what
+        self.fix = fix
+        super().__init__(f"needs {what} ({fix})")
+
+
+@attrs.frozen
+class Env:
+    """What expressions can see: the target's configuration and the scenario's timeline so far."""
+
+    config: BrokerConfig
+    sent_at: Mapping[str, int] = attrs.field(factory=dict)  # ref -> ms since start of its send step
+    checks_at: Mapping[str, tuple[int, ...]] = attrs.field(factory=dict)  # ref -> arrival times
+    now: int = 0
+
+    def names(self) -> dict[str, int]:
+        c = self.config
+        return {
+            "levels": c.max_delay_level,
+            "timeout": c.transaction_timeout_ms,
+            "interval": c.transaction_check_interval_ms,
+            "check_max": c.transaction_check_max,
+            "max_size": c.max_message_size,
+            "queues": c.default_topic_queue_nums,
+            "retry_max": c.retry_max_times,
+            "reserved": c.file_reserved_time_h * 3_600_000,
+            "flush": FLUSH_DELAY_OFFSET_INTERVAL_MS,
+            "now": self.now,
+        }
+
+    def functions(self) -> dict[str, Callable[..., int]]:
+        return {"delay": self.delay, "at": self.at, "check": self.check, "min": min, "max": max}
+
+    def delay(self, level: int) -> int:
+        ms = self.config.delay_ms(level)
+        if ms is None:
+            have = self.config.max_delay_level
+            raise Needs(
+                f"a delay table of at least {level} levels (messageDelayLevel has {have})",
+                f"give the broker a messageDelayLevel with {level} or more levels",
+            )
+        return ms
+
+    def at(self, ref: str) -> int:
+        if ref not in self.sent_at:
+            raise ExprError(f"at({ref}): no step sent a message named {ref!r} before this one")
+        return self.sent_at[ref]
+
+    def check(self, ref: str, k: int) -> int:
+        times = self.checks_at.get(ref, ())
+        if not 1 <= k <= len(times):
+            raise ExprError(f"check({ref}, {k}): only {len(times)} check request(s) for {ref!r} so far")
+        return times[k - 1]
+
+
+_BINOPS: dict[type[ast.operator], Callable[[int, int], int]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+
+
+_TEMPLATE = re.compile(r"\{=([^{}]*)\}")
+
+
+def is_expr(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("=") and not value.startswith("==")
+
+
+def evaluate(text: str, env: Env) -> int:
+    """The value of ``=EXPR`` (or of ``EXPR``) under ``env``."""
+    source = text[1:] if text.startswith("=") else text
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError as e:
+        raise ExprError(f"{text!r} is not an expression: {e.msg}") from None
+    names, functions = env.names(), env.functions()
+
+    def ev(node: ast.AST) -> int:
+        match node:
+            case ast.Expression(body=body):
+                return ev(body)
+            case ast.Constant(value=bool()):
+                raise ExprError(f"{text!r}: booleans are not numbers here")
+            case ast.Constant(value=int() as v):
+                return v
+            case ast.Name(id=name) if name in names:
+                return names[name]
+            case ast.Name(id=name):
+                raise ExprError(f"{text!r}: unknown name {name!r} (known: {', '.join(sorted(names))})")
+            case ast.UnaryOp(op=ast.USub(), operand=x):
+                return -ev(x)
+            case ast.UnaryOp(op=ast.UAdd(), operand=x):
+                return ev(x)
+            case ast.BinOp(left=a, op=op, right=b) if type(op) in _BINOPS:
+                left, right = ev(a), ev(b)
+                if isinstance(op, ast.FloorDiv | ast.Mod) and right == 0:
+                    raise ExprError(f"{text!r}: division by zero")
+                return _BINOPS[type(op)](left, right)
+            case ast.Call(func=ast.Name(id=fname), args=args, keywords=[]) if fname in functions:
+                values: list[Any] = []
+                for arg in args:
+                    # at(m), check(m, k): a bare name that is not a config name is a message name
+                    if isinstance(arg, ast.Name) and arg.id not in names and fname in ("at", "check"):
+                        values.append(arg.id)
+                    else:
+                        values.append(ev(arg))
+                try:
+                    return int(functions[fname](*values))
+                except TypeError as e:
+                    raise ExprError(f"{text!r}: {fname}(): {e}") from None
+            case ast.Call(func=ast.Name(id=fname)):
+                raise ExprError(
+                    f"{text!r}: unknown function {fname!r} (known: {', '.join(sorted(functions))})"
+                )
+        raise ExprError(f"{text!r}: only whole numbers, names, + - * // % and calls are allowed")
+
+    return ev(tree)
+
+
+def resolve(value: Any, env: Env) -> Any:
+    """``value`` with every ``=EXPR`` string in it (at any depth) replaced by its value."""
+    if is_expr(value):
+        return evaluate(str(value), env)
+    if isinstance(value, str) and value.startswith("=="):
+        return value[1:]  # "==x" is the literal string "=x"
+    if isinstance(value, str) and "{=" in value:  # a template: "0{=levels}" is "018" on 18 levels
+        return _TEMPLATE.sub(lambda m: str(evaluate(m.group(1), env)), value)
+    if isinstance(value, Mapping):
+        return {k: resolve(v, env) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [resolve(v, env) for v in value]
+    return value

@@ -1,0 +1,489 @@
+"""Running the whole suite on a target, and its report: the library behind ``rmqspec conform``.
+
+Two shapes of target:
+
+* **logical** (the reference, a mutant, any in-process model): each scenario gets a fresh target made
+  for its settings; then the Hypothesis state machine, with the history checker after every step;
+* **wall-clock** (a broker reached over TCP: ``remoting://``, ``served``, ``apache:VERSION``): a
+  :class:`WallTarget` opens :class:`Deployment` s, brokers with given settings. The scenarios that fit
+  the main broker run on it concurrently, each in its own namespace; a scenario that needs other
+  settings runs on a broker opened with them (when the target can start one: ``served``, ``apache:``),
+  or is skipped with what to change; a scenario that restarts the broker runs alone on a broker of its
+  own. Then the concurrent workload, judged as one history at the end (with ``chaos``: broker restarts
+  during it).
+
+Nothing here imports the command line or the adapters: targets are passed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+from xml.etree import ElementTree as ET
+
+import attrs
+
+from rmqspec.reference.config import BROKER_CONF_KEYS, BrokerConfig
+
+from .contract import Feature, Target, TargetError
+from .history import Event, save
+from .scenario_run import ScenarioResult, run_scenario
+from .scenarios import Scenario
+
+TargetFactory = Callable[[BrokerConfig], Target]
+
+# Behaviours the spec allows but users should know about: reported, never failed.
+HAZARDS = {
+    "transaction/not-idempotent": "a second END_TRANSACTION (or a commit after a rollback) is applied again "
+    "while the half record exists: duplicate delivery is possible (4.9.x; apache/rocketmq #1517, #4436)",
+}
+
+# Exit codes of ``rmqspec conform`` (docs/guides/test-your-broker.md).
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
+class CannotDeploy(Exception):
+    """A target that cannot have a broker with the settings asked for; the message says why and what to do."""
+
+
+class Deployment(Protocol):
+    """One broker on the wall clock, with fixed settings."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def can_restart(self) -> bool: ...
+
+    def target(self) -> Target:
+        """A fresh client of this broker (its own namespace, connections and producer groups)."""
+        ...
+
+    def restart_broker(self, graceful: bool) -> None:
+        """Stop the broker (SIGTERM when ``graceful``, else SIGKILL) and start it again on the same store;
+        returns once it answers. Raises TargetError when this broker cannot be restarted."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class WallTarget(Protocol):
+    """A wall-clock target: the broker(s) the suite talks to over the wire."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The main broker's settings (the profile)."""
+        ...
+
+    @property
+    def epsilon_ms(self) -> int: ...
+
+    @property
+    def features(self) -> frozenset[Feature]: ...
+
+    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> Deployment:
+        """A broker with ``config``. ``exclusive``: one nobody else uses (a scenario that restarts it).
+        Raises CannotDeploy when this target cannot have those settings, TargetError when the broker
+        could not be started or reached."""
+        ...
+
+
+@attrs.frozen
+class WorkloadSummary:
+    operations: int
+    verdict: str  # pass / fail / unknown
+    anomalies: tuple[dict[str, Any], ...] = ()
+    reason: str = ""
+    history: str | None = None  # where its history was saved
+    restarts: int = 0
+    acknowledged: int = 0
+    lost: int = 0
+    duplicates_allowed: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class Report:
+    target: str
+    scenarios: tuple[ScenarioResult, ...]
+    machine: str | None  # None: the state machine (or, on a wall clock, the workload) passed
+    machine_examples: int
+    seconds: float
+    mode: str = "state machine"  # or "workload" (wall-clock targets: Jepsen-style, checked at the end)
+    workload: WorkloadSummary | None = None
+    settings: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "fail": 0, "skip": 0, "unknown": 0}
+        for r in self.scenarios:
+            out[r.outcome] = out.get(r.outcome, 0) + 1
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == EXIT_PASS
+
+    @property
+    def exit_code(self) -> int:
+        c = self.counts
+        if c["fail"] or (self.machine is not None and not self.machine.startswith("unknown")):
+            return EXIT_FAIL
+        if c["unknown"] or (self.machine is not None) or (c["pass"] == 0 and self.machine_examples == 0):
+            return EXIT_UNKNOWN
+        return EXIT_PASS
+
+    def summary(self) -> str:
+        """One paragraph for a broker's author: what was judged, what failed first and by which rule."""
+        c = self.counts
+        parts = [
+            f"{self.target}: {len(self.scenarios)} scenarios, {c['pass']} passed, {c['fail']} failed, "
+            f"{c['skip']} skipped, {c['unknown']} unknown, in {self.seconds:.0f} s."
+        ]
+        failed = [r for r in self.scenarios if r.outcome == "fail"]
+        if failed:
+            rules: dict[str, int] = {}
+            for r in failed:
+                for rule in r.failed_rules:
+                    rules[rule] = rules.get(rule, 0) + 1
+            top = ", ".join(
+                f"{rule} ({n})" for rule, n in sorted(rules.items(), key=lambda x: (-x[1], x[0]))[:5]
+            )
+            first = failed[0]
+            f0 = first.failures[0] if first.failures else None
+            parts.append(f"Rules broken, by scenarios: {top}.")
+            if f0 is not None:
+                parts.append(f"First: {first.scenario.id}, step {f0.step} ({f0.operation}): {f0.message}")
+        if c["skip"]:
+            reasons: dict[str, int] = {}
+            for r in self.scenarios:
+                if r.outcome == "skip":
+                    key = r.reason.split(":")[0].split("(")[0].strip()
+                    reasons[key] = reasons.get(key, 0) + 1
+            common = "; ".join(f"{n}× {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])[:3])
+            parts.append(f"Skipped: {common}.")
+        if self.mode == "workload":
+            w = self.workload
+            if w is not None:
+                parts.append(f"Workload of {w.operations} operations: {w.verdict}.")
+        elif self.machine_examples:
+            parts.append(
+                f"State machine ({self.machine_examples} runs): {'pass' if self.machine is None else 'fail'}."
+            )
+        return " ".join(parts)
+
+    @property
+    def hazards(self) -> dict[str, str]:
+        """Hazard rules whose scenarios passed: the target shows the allowed but risky behaviour."""
+        shown = {rule for r in self.scenarios if r.outcome == "pass" for rule in r.rules if rule in HAZARDS}
+        return {rule: HAZARDS[rule] for rule in sorted(shown)}
+
+    def by_rule(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for r in self.scenarios:
+            rules = r.failed_rules if r.outcome == "fail" else r.rules
+            for rule in dict.fromkeys((*r.rules, *rules)):
+                outcome = r.outcome if r.outcome != "fail" or rule in rules else "pass"
+                table[rule][outcome] += 1
+        return {k: dict(v) for k, v in sorted(table.items())}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "counts": self.counts,
+            "summary": self.summary(),
+            "seconds": round(self.seconds, 3),
+            "settings": self.settings,
+            "machine": {"mode": self.mode, "examples": self.machine_examples, "failure": self.machine},
+            "workload": None if self.workload is None else self.workload.to_json(),
+            "rules": self.by_rule(),
+            "hazards": self.hazards,
+            "scenarios": [
+                {
+                    "id": r.scenario.id,
+                    "rules": list(r.rules),
+                    "outcome": r.outcome,
+                    "reason": r.reason,
+                    "checked": r.checked,
+                    "seconds": round(r.seconds, 3),
+                    "failures": [attrs.asdict(f) for f in r.failures],
+                }
+                for r in self.scenarios
+            ],
+        }
+
+    def write_json(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+    def write_junit(self, path: Path) -> None:
+        suite = ET.Element(
+            "testsuite",
+            name=f"rmqspec:{self.target}",
+            tests=str(len(self.scenarios) + 1),
+            failures=str(self.counts["fail"] + (self.machine is not None)),
+            skipped=str(self.counts["skip"] + self.counts["unknown"]),
+            time=f"{self.seconds:.3f}",
+        )
+        for r in self.scenarios:
+            rule, _, name = r.scenario.id.partition("#")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=rule.replace("/", ".") if name else "catalogue",
+                name=name or r.scenario.id,
+            )
+            if r.outcome == "fail":
+                f = ET.SubElement(case, "failure", message=f"{len(r.failures)} step(s) failed")
+                f.text = "\n".join(f"step {x.step} ({x.operation}): {x.message}" for x in r.failures)
+            elif r.outcome in ("skip", "unknown"):
+                ET.SubElement(case, "skipped", message=f"{r.outcome}: {r.reason}")
+        name = "workload" if self.mode == "workload" else "history-checker"
+        case = ET.SubElement(suite, "testcase", classname="rmqspec.machine", name=name)
+        if self.machine is not None:
+            ET.SubElement(case, "failure", message="anomalies").text = self.machine
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ET.ElementTree(suite).write(path, encoding="unicode", xml_declaration=True)
+
+
+Progress = Callable[[int, int, str], None]
+
+
+def run_logical(
+    target: str,
+    factory: TargetFactory,
+    scenarios: Sequence[Scenario],
+    *,
+    base: BrokerConfig | None = None,
+    machine: Callable[[], str | None] | None = None,
+    examples: int = 0,
+    progress: Progress | None = None,
+) -> Report:
+    """Every scenario on a fresh logical-clock target made for its settings (its ``config`` over
+    ``base``), then ``machine`` (the state machine run; None when it passed)."""
+    start = time.perf_counter()
+    results = []
+    total = len(scenarios) + 1
+    for n, s in enumerate(scenarios):
+        if progress:
+            progress(n, total, s.id)
+        results.append(run_scenario(s, factory, base=base, salt="conform"))
+    if progress:
+        progress(len(scenarios), total, "state machine")
+    failure = machine() if machine is not None else None
+    if progress:
+        progress(total, total, "done")
+    return Report(target, tuple(results), failure, examples, time.perf_counter() - start)
+
+
+@attrs.frozen
+class WallOptions:
+    epsilon_ms: int | None = None  # None: the target's
+    max_wait_ms: int = 60_000
+    concurrency: int = 16
+    workload_seconds: float = 30.0
+    seed: int = 0
+    save_dir: Path | None = None
+    chaos: bool = False
+
+
+def run_wall(
+    wt: WallTarget,
+    scenarios: Sequence[Scenario],
+    reference: TargetFactory,
+    options: WallOptions,
+    *,
+    progress: Progress | None = None,
+    workload: Callable[[Deployment, int], WorkloadSummary] | None = None,
+) -> Report:
+    """The suite on a wall-clock target; ``reference`` makes logical-clock model targets (dry runs)."""
+    start = time.perf_counter()
+    eps = wt.epsilon_ms if options.epsilon_ms is None else options.epsilon_ms
+    total = len(scenarios) + 1
+    done = [0]
+    lock = threading.Lock()
+    results: dict[str, ScenarioResult] = {}
+
+    def finished(r: ScenarioResult) -> None:
+        with lock:
+            results[r.scenario.id] = r
+            done[0] += 1
+            if progress:
+                progress(done[0], total, r.scenario.id)
+
+    groups: dict[BrokerConfig, list[Scenario]] = defaultdict(list)
+    exclusive: list[tuple[Scenario, BrokerConfig]] = []
+    for s in scenarios:
+        if s.profile is not None and s.profile != wt.config.profile.value:
+            finished(
+                ScenarioResult(
+                    s,
+                    "skip",
+                    f"written for profile {s.profile} (the target's profile is {wt.config.profile.value})",
+                )
+            )
+            continue
+        missing = s.features - wt.features - {Feature.RESTART}
+        if missing:
+            finished(
+                ScenarioResult(s, "skip", "the target lacks " + ", ".join(sorted(f.value for f in missing)))
+            )
+            continue
+        try:
+            cfg = s.broker_config(wt.config)
+        except ValueError as e:
+            finished(ScenarioResult(s, "skip", str(e)))
+            continue
+        if Feature.RESTART in s.features:
+            exclusive.append((s, cfg))
+        else:
+            groups[cfg].append(s)
+
+    def run_on(dep: Deployment, batch: Sequence[Scenario], workers: int) -> None:
+        def one(s: Scenario) -> ScenarioResult:
+            return run_scenario(
+                s,
+                lambda _cfg: dep.target(),
+                config=dep.config,
+                epsilon_ms=eps,
+                salt=f"conform{time.time_ns()}",
+                reference=reference,
+                max_wait_ms=options.max_wait_ms,
+            )
+
+        if workers <= 1:
+            for s in batch:
+                finished(one(s))
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqspec-scenario") as pool:
+            for r in pool.map(one, batch):
+                finished(r)
+
+    main: Deployment | None = None
+    summary: WorkloadSummary | None = None
+
+    def each(batch: Sequence[Scenario], outcome: str, reason: str) -> None:
+        for s in batch:
+            finished(ScenarioResult(s, outcome, reason))
+
+    try:
+        try:
+            main = wt.open(wt.config)
+        except CannotDeploy as e:
+            raise TargetError(f"{wt.name}: {e}") from None
+        for cfg, batch in groups.items():
+            if cfg == wt.config:
+                run_on(main, batch, options.concurrency)
+                continue
+            try:
+                other = wt.open(cfg)
+            except CannotDeploy as e:
+                each(batch, "skip", f"{batch[0].unmet_settings(wt.config) or 'other settings'}; {e}")
+                continue
+            except TargetError as e:
+                each(batch, "unknown", f"a broker with these settings could not be started: {e}")
+                continue
+            try:
+                run_on(other, batch, options.concurrency)
+            finally:
+                other.close()
+        for s, cfg in exclusive:
+            try:
+                dep = wt.open(cfg, exclusive=True)
+            except CannotDeploy as e:
+                each([s], "skip", str(e))
+                continue
+            except TargetError as e:
+                each([s], "unknown", f"a broker of its own could not be started: {e}")
+                continue
+            try:
+                if not dep.can_restart:
+                    each(
+                        [s],
+                        "skip",
+                        "needs a broker the suite can restart: run it on an apache:VERSION or served target",
+                    )
+                else:
+                    run_on(dep, [s], 1)
+            finally:
+                dep.close()
+        if progress:
+            progress(done[0], total, f"workload ({options.workload_seconds:.0f} s)")
+        if workload is not None and options.workload_seconds > 0:
+            summary = workload(main, eps)
+    finally:
+        if main is not None:
+            main.close()
+    failure = None
+    if summary is not None and summary.verdict != "pass":
+        lines = [f"{summary.verdict}: workload of {summary.operations} operations {summary.reason}".rstrip()]
+        lines += [
+            f"{a['name']} [{a['rule']}] at event {a['event']}: {a['message']}" for a in summary.anomalies[:20]
+        ]
+        if summary.history:
+            lines.append(f"history saved to {summary.history}")
+        failure = "\n".join(lines)
+    if progress:
+        progress(total, total, "done")
+    ordered = tuple(results[s.id] for s in scenarios if s.id in results)
+    return Report(
+        wt.name,
+        ordered,
+        failure,
+        summary.operations if summary else 0,
+        time.perf_counter() - start,
+        mode="workload",
+        workload=summary,
+        settings={
+            "epsilon_ms": eps,
+            "max_wait_ms": options.max_wait_ms,
+            "concurrency": options.concurrency,
+            "workload_seconds": options.workload_seconds,
+            "chaos": options.chaos,
+            "broker": broker_settings(wt.config),
+        },
+    )
+
+
+def broker_settings(cfg: BrokerConfig) -> dict[str, Any]:
+    """The settings by their broker.conf names, as a report shows them."""
+    out: dict[str, Any] = {"profile": cfg.profile.value}
+    for key, field in BROKER_CONF_KEYS.items():
+        value = getattr(cfg, field)
+        out[key] = cfg.describe() if field == "delay_levels" else value
+    return out
+
+
+def save_history(
+    events: Sequence[Event], save_dir: Path | None, name: str, meta: dict[str, Any]
+) -> str | None:
+    """Save a history under ``save_dir`` (None: do not); the path written."""
+    if save_dir is None:
+        return None
+    save_dir.mkdir(parents=True, exist_ok=True)
+    path = save_dir / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
+    save(events, path, meta)
+    return str(path)
+
+
+@contextlib.contextmanager
+def closing_target(target: Target) -> Iterator[Target]:
+    try:
+        yield target
+    finally:
+        target.close()

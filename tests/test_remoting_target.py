@@ -1,0 +1,96 @@
+"""The remoting adapter as a real client behaves: heartbeats, reconnection, the request's version."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rmqspec.adapters.inprocess import WallClockTarget
+from rmqspec.adapters.remoting import target as target_mod
+from rmqspec.adapters.remoting.profile import load_profile
+from rmqspec.adapters.remoting.server import BackgroundServer
+from rmqspec.adapters.remoting.target import RemotingTarget
+from rmqspec.conformance.contract import Response
+from rmqspec.reference.model import ConsumerSendBack, GetMaxOffset, Heartbeat, Op, Pull, Send
+from rmqspec.reference.put import Message
+from rmqspec.reference.records import props
+from rmqspec.reference.sendback import SendBack
+
+pytestmark = pytest.mark.wire
+
+
+class CountingTarget(WallClockTarget):
+    """The served model, remembering every operation it ran."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.ops: list[Op] = []
+
+    def execute(self, op: Op) -> Response:
+        self.ops.append(op)
+        return super().execute(op)
+
+
+def test_a_registered_producer_heartbeats_again_like_the_java_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(target_mod, "HEARTBEAT_INTERVAL_S", 0.2)
+    served = CountingTarget()
+    with BackgroundServer(served) as (host, port):
+        t = RemotingTarget(load_profile(None, f"{host}:{port}"))
+        try:
+            assert t.execute(Heartbeat("PG")).code == 0
+            time.sleep(1.1)
+            beats = [op for op in served.ops if isinstance(op, Heartbeat) and op.online]
+            assert len(beats) >= 4  # the explicit one and at least three periodic ones
+            t.execute(Heartbeat("PG", online=False))
+            time.sleep(0.3)
+            after = len([op for op in served.ops if isinstance(op, Heartbeat) and op.online])
+            time.sleep(0.5)
+            assert len([op for op in served.ops if isinstance(op, Heartbeat) and op.online]) == after
+        finally:
+            t.close()
+
+
+def test_the_client_connects_again_after_the_broker_restarted() -> None:
+    served = WallClockTarget()
+    server = BackgroundServer(served)
+    host, port = server.__enter__()
+    t = RemotingTarget(load_profile(None, f"{host}:{port}"))
+    try:
+        assert t.execute(GetMaxOffset("T", 0)).code == 0
+        server.__exit__(None, None, None)
+        time.sleep(0.2)
+        again = BackgroundServer(served, host, port)
+        again.__enter__()
+        try:
+            assert t.execute(GetMaxOffset("T", 0)).code == 0  # no TargetError: a new connection
+        finally:
+            again.__exit__(None, None, None)
+    finally:
+        t.close()
+
+
+def test_the_operation_protocol_version_reaches_the_broker() -> None:
+    """A send-back of an old client (version < V3_4_9 = 121) has its header maxReconsumeTimes ignored
+    (facts §4.1 step 7): the broker must see the version the operation carries."""
+    served = WallClockTarget(None)
+    with BackgroundServer(served) as (host, port):
+        t = RemotingTarget(load_profile(None, f"{host}:{port}"))
+        try:
+            sent = t.execute(Send(Message("VerT", b"x", props(UNIQ_KEY="A" * 32, WAIT="true"))))
+            assert sent.code == 0
+            pulled = t.execute(Pull("VerT", 0, 0, 32, "CG"))
+            offset = pulled.records[0].commit_log_offset
+            # header max 0: a new client goes to the DLQ at once, an old one is retried (group max 16)
+            old = t.execute(ConsumerSendBack(SendBack("CG", offset, 0, max_reconsume_times=0, version=100)))
+            assert old.code == 0
+            time.sleep(0.1)
+            assert t.execute(Pull("%DLQ%CG", 0, 0, 32, "CG")).code != 0
+            new = t.execute(ConsumerSendBack(SendBack("CG", offset, 0, max_reconsume_times=0, version=401)))
+            assert new.code == 0
+            deadline = time.time() + 2
+            while time.time() < deadline and not t.execute(Pull("%DLQ%CG", 0, 0, 32, "CG")).records:
+                time.sleep(0.05)
+            assert t.execute(Pull("%DLQ%CG", 0, 0, 32, "CG")).records
+        finally:
+            t.close()
