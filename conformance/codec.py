@@ -546,7 +546,8 @@ def response_of(obs: Observation) -> Response:
                 "min_offset": obs.min_offset,
                 "max_offset": obs.max_offset,
             }
-            return Response(int(obs.code), None, fields, obs.records)
+            # PullMessageProcessor's remark is the GetMessageStatus name (pull/status-codes)
+            return Response(int(obs.code), obs.status.value, fields, obs.records)
         case SendBackOk(code=c):
             return Response(int(c))
         case EndTxOk(code=c, remark=r):

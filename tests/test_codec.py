@@ -309,3 +309,31 @@ def test_save_then_load_gives_the_same_events(tmp_path: Path) -> None:
     meta, back = load(tmp_path / "h.jsonl")
     assert meta["rmqspec_history"] == 2
     assert back == events
+
+
+def test_the_model_answers_as_the_in_process_target_does() -> None:
+    """``response_of`` is the in-process target's translation (which should become a call of it)."""
+    from rmqspec.adapters.inprocess import to_response
+    from rmqspec.conformance.codec import response_of
+
+    model = Model(BrokerConfig("1s 2s"))
+    state = model.initial()
+    ops: list[Op] = [
+        Send(Message("T", b"a", props(UNIQ_KEY="A1"))),
+        Send(Message("T", b"d", props(UNIQ_KEY="D1", DELAY="1"))),
+        Send(Message("SCHEDULE_TOPIC_XXXX", b"x")),
+        SendBatch(Batch("T", (BatchEntry(b"b", props(UNIQ_KEY="B1")),))),
+        Pull("T", 0, 0),
+        Pull("T", 0, 9),
+        Pull("Nope", 0, 0),
+        ConsumerSendBack(SendBack("CG", 0)),
+        EndTx(EndTransaction("PG", 0, 10**6, TxAction.COMMIT)),
+        EndTx(EndTransaction("PG", 0, 0, TxAction.UNKNOW)),
+        Heartbeat("PG"),
+        GetMaxOffset("T", 0),
+        ViewMessage(0),
+        QueryUniqKey("T", "A1"),
+    ]
+    for op in ops:
+        state, obs = model.step(state, op, EPOCH)
+        assert response_of(obs) == to_response(obs), op
