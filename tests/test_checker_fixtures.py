@@ -393,3 +393,23 @@ def test_a_retry_copy_of_a_committed_message_names_no_half() -> None:
         "prepared_transaction_offset"
     ] = 0
     assert names(bad) == {"wrong-prepared-offset"}
+
+
+def test_with_no_check_in_the_history_a_discard_may_come_an_interval_either_side() -> None:
+    """No producer online: no check shows when the broker's runs are (transaction/check-interval leaves
+    the phase to the broker), so its discard may come up to an interval before or after the model's."""
+    cfg = BrokerConfig(
+        "1s 2s 3s", transaction_check_interval_ms=5000, transaction_timeout_ms=3000, transaction_check_max=2
+    )
+
+    def history(phase: int) -> list[Event]:
+        t = target(Model(cfg, check_phase_ms=EPOCH % 5000 + phase))
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+        t.advance_to(EPOCH + 30_000)
+        t.execute(Pull("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0))
+        return t.events
+
+    for phase in (0, 2000, 4000):
+        assert names(history(phase), cfg, check_phase_ms=None) == set(), phase
+    # The same broker judged with its phase stated: a run 2 s off the model's is off.
+    assert names(history(2000), cfg, check_phase_ms=0) != set()

@@ -55,12 +55,12 @@ __all__ = [
 
 
 def queue_hints(events: Sequence[Event]) -> dict[int, int]:
-    """For each send with a queue id below 0, the queue its response names: the broker's random pick
-    (rule: put/queue-id-range). The model makes the same pick, and judges its range."""
+    """For each send (or batch) with a queue id below 0, the queue its response names: the broker's
+    random pick (rule: put/queue-id-range). The model makes the same pick, and judges its range."""
     invoked: dict[int, Event] = {}
     hints: dict[int, int] = {}
     for e in events:
-        if e.f not in ("send", "send_half") or not isinstance(e.value, dict):
+        if e.f not in ("send", "send_half", "send_batch") or not isinstance(e.value, dict):
             continue
         if e.type == "invoke":
             invoked[e.process] = e
@@ -92,6 +92,7 @@ def check_history(
     """Check a complete history. ``check_phase_ms`` None: the check rounds are inferred from the history."""
     rounds: tuple[int, ...] = ()
     spacing: list[Anomaly] = []
+    phase_known = check_phase_ms is not None or any(e.f == "check" for e in events)
     if check_phase_ms is None:
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
         # Half the epsilon for the arrival latency, so that a check expected at a round's time still has
@@ -107,6 +108,7 @@ def check_history(
         shared=shared,
         check_rounds=rounds,
         queue_hints=queue_hints(events),
+        check_phase_known=phase_known,
     )
     for a in spacing:
         checker.report(a.name, a.rule, a.event, a.message)

@@ -100,9 +100,13 @@ class CheckerBase:
         model: Model | None = None,
         shared: bool = False,
         queue_hints: dict[int, int] | None = None,
+        check_phase_known: bool = True,
     ) -> None:
         self.model = model or Model(config, check_phase_ms=check_phase_ms, check_rounds=check_rounds)
         self.shared = shared  # a shared broker: system-topic queue offsets are not the model's
+        # Whether the check service's runs are placed (on a logical clock, or by checks the history
+        # shows): if not, what a run writes may come up to one interval after the model's run.
+        self.check_phase_known = check_phase_known
         self.state: BrokerState = self.model.initial()
         self.eps = epsilon_ms
         self.model_time: int | None = None
@@ -158,6 +162,9 @@ class CheckerBase:
         self.extra_entries: Counter[Queue] = Counter()  # entries only the target stored
         self.void_roots: dict[str, int] = {}  # UNIQ_KEY of a refused message -> the refusal's anomaly
         self.phantom_topics: set[str] = set()  # topics the model created only for phantoms
+        # When a topic came into being in the model: by a client operation (its invoke index) or by the
+        # broker's services (None). The target's topic exists for sure once that operation completed.
+        self.topic_origin: dict[str, int | None] = {}
 
     # -- reporting ------------------------------------------------------------------------------------
 

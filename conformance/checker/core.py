@@ -88,7 +88,10 @@ class Checker(OperationsMixin):
             self.malformed(
                 e, f"process {e.process} began {e.f} while its {prev.f} (event {prev.index}) was in flight"
             )
+        topics_before = self.state.topics
         self.pending[e.process] = Pending(e, self.invoke(e))
+        for topic in set(self.state.topics) - set(topics_before):
+            self.topic_origin.setdefault(topic, e.index)
 
     def invoke(self, e: Event) -> Completion | None:
         if e.f == RESTART:

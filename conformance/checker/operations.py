@@ -180,9 +180,11 @@ class OperationsMixin(PullsMixin):
         b: Batch = op.batch
         if b.born_timestamp is None:
             b = attrs.evolve(b, born_timestamp=inv.time)
-        offset_known = (b.topic, b.queue_id) not in self.mixed_queues
+        # A queueId < 0 is the broker's random pick: the one its result names (rule: put/queue-id-range).
+        choice = self.queue_hints.get(inv.index, 0)
+        offset_known = (b.topic, b.queue_id if b.queue_id >= 0 else choice) not in self.mixed_queues
         new_topic = None if b.topic in self.state.topics else b.topic
-        self.state, obs = self.model.send_batch(self.state, b, inv.time, op.queue_choice)
+        self.state, obs = self.model.send_batch(self.state, b, inv.time, choice)
         if isinstance(obs, BatchOk):
             for rec in obs.records:
                 self.writer_of_record[rec.commit_log_offset] = inv.index
@@ -352,17 +354,17 @@ class OperationsMixin(PullsMixin):
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
         self.state = self.model.restart(self.state)
-        down = [
-            x for xs in self.expectations.values() for x in xs if x.level is not None and x.seen_at is None
-        ]
 
         def complete(resp: Response, e: Event) -> None:
             self.restarts.append((inv.time, e.time))
             # The target may deliver again what it delivered before; the model cannot say how often.
             self.open_queues.update(self.delivery_queues)
-            # Due while the broker was down: delivered once its schedule service runs again, the first
-            # run FIRST_DELAY_TIME (1000 ms) after the start.
-            for x in down:
-                x.closes = max(x.closes, e.time + 1000 + self.eps)
+            # Due while the broker was down (or released by the restart, which the model does at once):
+            # delivered once its schedule service runs again, the first run FIRST_DELAY_TIME (1000 ms)
+            # after the start.
+            for xs in self.expectations.values():
+                for x in xs:
+                    if x.level is not None and x.seen_at is None and x.earliest <= e.time + 1000:
+                        x.closes = max(x.closes, e.time + 1000 + self.eps)
 
         return complete

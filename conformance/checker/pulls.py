@@ -71,6 +71,20 @@ class PullsMixin(TransactionsMixin):
         held = self.state.store.max_offset(*queue) - len(self.phantom_entries.get(queue, ()))
         return held + self.extra_entries[queue]
 
+    def topic_certain(self, topic: str, t: int) -> bool:
+        """Whether the target certainly has ``topic`` at ``t``: a client operation that made it had
+        completed by then (a topic the broker's services made, for a discard or a copy, is certain only
+        once something in it is), or something in it was certainly visible."""
+        if topic not in self.topic_origin:
+            return topic in self.state.topics  # there from the start (or made before the history)
+        if topic in self.phantom_topics and not self.real_entries(topic):
+            return False
+        origin = self.topic_origin[topic]
+        done = self.completed.get(origin) if origin is not None else None
+        if done is not None and done[1] < t:
+            return True
+        return any(self.floor(q, t) > 0 for q in self.by_queue if q[0] == topic)
+
     # -- PULL_MESSAGE ----------------------------------------------------------------------------------
 
     def apply_pull(self, inv: Event, op: Pull) -> Completion:
@@ -117,12 +131,8 @@ class PullsMixin(TransactionsMixin):
                     f"offset {at[2]}, expected offset {op.offset + i}",
                     queues=[queue],
                 )
-        if (
-            code == int(Code.TOPIC_NOT_EXIST)
-            and op.topic in self.phantom_topics
-            and not self.real_entries(op.topic)
-        ):
-            return  # the model made the topic only for what the target refused: it need not exist
+        if code == int(Code.TOPIC_NOT_EXIST) and not self.topic_certain(op.topic, inv.time):
+            return  # the topic need not exist at the target yet (or at all: it was made for phantoms)
         if isinstance(before, Rejected) or isinstance(after, Rejected):
             # The model refuses the pull (unknown topic, queue out of range) at the invoke or at the
             # completion: the target gives that refusal, or, when the topic came into being meanwhile,
@@ -179,12 +189,13 @@ class PullsMixin(TransactionsMixin):
             return
         if code == int(Code.SUCCESS):
             next_begin = _int_field(resp, "next_begin_offset")
-            if n == 0 or n > op.max_msgs or next_begin != o + n:
+            most = max(op.max_msgs, 1)  # a batch of 0 still reads one (pull/found)
+            if n == 0 or n > most or next_begin != o + n:
                 self.report(
                     "wrong-pull-result",
                     "pull/found",
                     e.index,
-                    f"FOUND with {n} records (at most {op.max_msgs}) and nextBeginOffset {next_begin} from {o}",
+                    f"FOUND with {n} records (at most {most}) and nextBeginOffset {next_begin} from {o}",
                     queues=[queue],
                 )
         elif n:

@@ -17,7 +17,7 @@ from rmqspec.reference.records import Record
 
 from ..contract import CheckEvent
 from ..history import Event
-from .records import RecordsMixin, prop_diffs
+from .records import RecordsMixin
 from .verdict import Anomaly
 
 
@@ -82,7 +82,9 @@ class TransactionsMixin(RecordsMixin):
             )
             if g != w
         ]
-        diffs += [f"{k}={g!r}, expected {w!r}" for k, w, g in prop_diffs(want.properties, got.properties)]
+        diffs += [
+            f"{k}={g!r}, expected {w!r}" for k, w, g in self.property_diffs(want.properties, got.properties)
+        ]
         if diffs:
             self.report(
                 "wrong-check-message",
@@ -153,13 +155,16 @@ def infer_check_rounds(
             if isinstance(props, dict) and "CHECK_IMMUNITY_TIME_IN_SECONDS" not in props:
                 sent.setdefault(str(props.get("UNIQ_KEY", "")), e.time)
     rounds: list[int] = []
+    checked: set[str] = set()
     for group in _check_rounds(events, interval_ms):
         first_at = group[0].time
         at = first_at - latency_ms
         for e in group:
-            props = _check_props(e)
-            if props.get("TRANSACTION_CHECK_TIMES") == "1" and str(props.get("UNIQ_KEY")) in sent:
-                at = min(first_at, max(at, sent[str(props.get("UNIQ_KEY"))] + timeout_ms + 1))
+            uniq = str(_check_props(e).get("UNIQ_KEY"))
+            # A message's first check (its count is 1, or 0 after a count Java cannot parse)
+            if uniq in sent and uniq not in checked:
+                at = min(first_at, max(at, sent[uniq] + timeout_ms + 1))
+            checked.add(uniq)
         rounds.append(at)
     return tuple(rounds)
 
