@@ -131,8 +131,13 @@ class PullsMixin(TransactionsMixin):
                     f"offset {at[2]}, expected offset {op.offset + i}",
                     queues=[queue],
                 )
-        if code == int(Code.TOPIC_NOT_EXIST) and not self.topic_certain(op.topic, inv.time):
-            return  # the topic need not exist at the target yet (or at all: it was made for phantoms)
+        if code == int(Code.TOPIC_NOT_EXIST):
+            if not self.topic_certain(op.topic, inv.time):
+                return  # the topic need not exist at the target yet (or at all: it was made for phantoms)
+            # The target holds nothing of the topic: what was due in it by now is missing (the cause),
+            # the answer follows from that.
+            for q in [q for q in self.by_queue if q[0] == op.topic]:
+                self.missing_in(op.topic, q[1], inv.time, e.index)
         if isinstance(before, Rejected) or isinstance(after, Rejected):
             # The model refuses the pull (unknown topic, queue out of range) at the invoke or at the
             # completion: the target gives that refusal, or, when the topic came into being meanwhile,
