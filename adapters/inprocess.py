@@ -187,6 +187,7 @@ class WallClockTarget:
 
     def restart(self, config: BrokerConfig | None = None) -> None:
         with self._lock:
+            self._catch_up()  # the services ran until the restart: what they store after it is later
             if config is not None:
                 self.model = attrs.evolve(self.model, config=config)
                 self.state = attrs.evolve(self.state, config=config)

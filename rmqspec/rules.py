@@ -3,7 +3,8 @@
 Code cites a rule by writing its ID in a comment or a string (``rule: <area>/<case>``, or a value such
 as ``rule="<area>/<case>"``). Any token ``<area>/<case>`` whose area is one of the spec's files counts:
 
-* implemented-by: citations in ``reference/**/*.py`` (and in ``adapters/**/*.py`` for the ``wire`` area);
+* implemented-by: citations in ``reference/**/*.py`` (and in ``adapters/**/*.py`` for the ``wire`` area,
+  in ``conformance/**/*.py`` for the ``history`` area, whose rules the suite's checker itself enforces);
 * covered-by: citations in ``conformance/**/*.py``, plus the spec's own examples (an example covers its
   rule and the rules of its ``also`` list; the examples run as conformance scenarios);
 * unknown: a token of a known area whose ID no spec file defines, an error with file:line.
@@ -31,6 +32,7 @@ __all__ = [
     "COVERING_DIR",
     "IMPLEMENTING_DIR",
     "SPEC_DIR",
+    "SUITE_AREAS",
     "Citation",
     "Location",
     "RuleTrace",
@@ -44,6 +46,7 @@ IMPLEMENTING_DIR = "reference"
 COVERING_DIR = "conformance"
 ADAPTERS_DIR = "adapters"
 ADAPTER_AREAS = frozenset({"wire"})  # areas whose citations in adapters/ count as implemented-by
+SUITE_AREAS = frozenset({"history"})  # areas about the suite itself: citations in conformance/ implement them
 SPEC_DIR = "spec"
 
 
@@ -92,6 +95,8 @@ class RuleTrace:
             dirs = f"{IMPLEMENTING_DIR}/**/*.py"
             if self.rule.area in ADAPTER_AREAS:
                 dirs += f" or {ADAPTERS_DIR}/**/*.py"
+            if self.rule.area in SUITE_AREAS:
+                dirs += f" or {COVERING_DIR}/**/*.py"
             out.append(f"{self.id} ({where}): not implemented: no citation in {dirs}")
         if not self.covered:
             out.append(
@@ -249,6 +254,7 @@ def scan(root: Path, spec: Spec | None = None) -> Traceability:
 
     collect(IMPLEMENTING_DIR, implemented, None)
     collect(ADAPTERS_DIR, implemented, ADAPTER_AREAS)
+    collect(COVERING_DIR, implemented, SUITE_AREAS)
     collect(COVERING_DIR, covered, None)
 
     by_example: dict[str, list[str]] = defaultdict(list)

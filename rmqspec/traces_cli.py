@@ -43,12 +43,15 @@ def generate_cmd(
     """Generate histories from the model-driven workload, deterministic per seed."""
     import time
 
+    from rmqspec.adapters.inprocess import InProcessTarget
     from rmqspec.conformance.trace_gen import write_traces
 
     if histories < 1 or events < 1:
         raise _fail("--histories and --events must be at least 1")
     if mutant is not None and mutant not in MUTANTS:
         raise _fail(f"unknown mutant {mutant!r}; `rmqspec mutants --list` shows the names")
+    if mutant is not None and MUTANTS[mutant].served_only:
+        raise _fail(f"mutant {mutant!r} is a fault on the served wire: traces are made in process")
     if fmt not in ("parquet", "jsonl"):
         raise _fail(f"--format {fmt!r}: use parquet or jsonl")
     if out.exists() and not out.is_dir():
@@ -58,6 +61,7 @@ def generate_cmd(
         out,
         histories=histories,
         events=events,
+        make_target=InProcessTarget,
         seed=seed,
         mutant=mutant,
         fmt=fmt,

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.cli import app
 from rmqspec.conformance.checker import check_history
 from rmqspec.conformance.trace_format import (
@@ -42,20 +43,29 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def reference_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ref")
-    write_traces(out, histories=24, events=150, seed=7, files=3, workers=1)
+    write_traces(out, histories=24, events=150, seed=7, files=3, workers=1, make_target=InProcessTarget)
     return out
 
 
 @pytest.fixture(scope="module")
 def mutant_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mut")
-    write_traces(out, histories=12, events=150, seed=7, mutant="one-tick-late", files=2, workers=1)
+    write_traces(
+        out,
+        histories=12,
+        events=150,
+        seed=7,
+        mutant="one-tick-late",
+        files=2,
+        workers=1,
+        make_target=InProcessTarget,
+    )
     return out
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_round_trip_rebuilds_the_history_exactly(tmp_path: Path, fmt: str) -> None:
-    events = generate_history(3, 120)
+    events = generate_history(3, 120, make_target=InProcessTarget)
     path = tmp_path / f"t.{fmt}"
     rows = list(rows_of("h3", events))
     n = write_parquet(path, rows) if fmt == "parquet" else write_jsonl(path, rows)
@@ -71,7 +81,7 @@ def test_round_trip_rebuilds_the_history_exactly(tmp_path: Path, fmt: str) -> No
 
 def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    write_jsonl(path, rows_of("h", generate_history(1, 40)))
+    write_jsonl(path, rows_of("h", generate_history(1, 40, make_target=InProcessTarget)))
     lines = path.read_text(encoding="utf-8").splitlines()
     lines[5] = lines[5][:-10]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -92,7 +102,7 @@ def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path) -> None:
 
 def test_cli_reports_a_corrupt_trace_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    write_jsonl(path, rows_of("h", generate_history(1, 40)))
+    write_jsonl(path, rows_of("h", generate_history(1, 40, make_target=InProcessTarget)))
     with path.open("a", encoding="utf-8") as fh:
         fh.write("{broken\n")
     result = runner.invoke(app, ["traces", "verify", str(path), "--engine", "local"])
@@ -102,12 +112,18 @@ def test_cli_reports_a_corrupt_trace_without_a_traceback(tmp_path: Path) -> None
 
 
 def test_generation_is_deterministic_per_seed_whatever_the_workers(tmp_path: Path) -> None:
-    a, rows_a = write_traces(tmp_path / "a", histories=6, events=80, seed=11, files=3, workers=1)
-    b, rows_b = write_traces(tmp_path / "b", histories=6, events=80, seed=11, files=3, workers=2)
+    a, rows_a = write_traces(
+        tmp_path / "a", histories=6, events=80, seed=11, files=3, workers=1, make_target=InProcessTarget
+    )
+    b, rows_b = write_traces(
+        tmp_path / "b", histories=6, events=80, seed=11, files=3, workers=2, make_target=InProcessTarget
+    )
     assert rows_a == rows_b
     for pa, pb in zip(a, b, strict=True):
         assert pd.read_parquet(pa).equals(pd.read_parquet(pb))
-    c, _ = write_traces(tmp_path / "c", histories=6, events=80, seed=12, files=3, workers=1)
+    c, _ = write_traces(
+        tmp_path / "c", histories=6, events=80, seed=12, files=3, workers=1, make_target=InProcessTarget
+    )
     assert not pd.read_parquet(a[0]).equals(pd.read_parquet(c[0]))
 
 
@@ -134,7 +150,7 @@ def test_keyed_never_fails_a_history_the_full_checker_passes(mutant: str | None)
     rows: list[dict[str, Any]] = []
     full_fail: set[str] = set()
     for seed in range(6):
-        events = generate_history(seed, 150, mutant=mutant)
+        events = generate_history(seed, 150, mutant=mutant, make_target=InProcessTarget)
         if check_history(events, TRACE_CONFIG, epsilon_ms=0).valid != "pass":
             full_fail.add(str(seed))
         rows.extend(rows_of(str(seed), events))
