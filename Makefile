@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv browser conform conform-real test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
+.PHONY: venv browser conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
@@ -77,6 +77,11 @@ conform-real: rocketmq
 	$(BIN)/rmqspec conform --target apache-proxy:5.5.0 --profile $(REAL_PROFILE_5) \
 	  --report out/results/apache-proxy-5.5.0.json --junit out/results/apache-proxy-5.5.0.xml || status=$$?; \
 	exit $$status
+
+# The latest real-broker reports (out/results/, from make conform-real) become the site's results.
+results:
+	@ls out/results/*.json >/dev/null 2>&1 || { echo "no reports in out/results/: run make conform-real first"; exit 2; }
+	cp out/results/*.json docs/results/
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

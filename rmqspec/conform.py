@@ -340,11 +340,12 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         path = options.save_dir / f"workload-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
         save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
         history = str(path)
-    lost = sum(a.name == "lost-message" for a in v.anomalies)
+    lost = sum(a.name == "lost-message" and a.cause is None for a in v.anomalies)
     return WorkloadSummary(
         operations=result.operations,
         verdict=v.valid,
-        anomalies=tuple(a.to_json() for a in v.anomalies),
+        anomalies=tuple(v.to_json()["root_causes"]),
+        summary=v.summary(),
         reason=v.reason,
         history=history,
         restarts=result.restarts,
