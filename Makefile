@@ -46,10 +46,18 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "note: headless Chromium not found and cannot be installed here (apt-get install chromium)"; fi; }
 
-pytest: $(STAMP) browser
+# Mermaid for the site's diagrams, from the npm registry at the version package-lock.json pins: the site
+# serves it itself, so its diagrams render offline (docs/hooks/diagrams.py).
+SITE_ASSETS := node_modules/mermaid/dist/mermaid.min.js
+$(SITE_ASSETS): package.json package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found (Node.js is needed for the site's Mermaid)"; exit 2; }
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $(SITE_ASSETS)
+
+pytest: $(STAMP) browser $(SITE_ASSETS)
 	$(BIN)/python -m pytest
 
-docs: $(STAMP)
+docs: $(STAMP) $(SITE_ASSETS)
 	$(BIN)/mkdocs build --strict --site-dir site
 
 test: lint typecheck rules crosshair pytest docs conform-real
