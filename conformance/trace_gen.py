@@ -153,7 +153,7 @@ def generate(
 
 def _write_file(job: tuple[str, int, int, int, str | None, str, TargetMaker]) -> tuple[str, int, int]:
     """Worker: histories ``first .. first + count - 1`` into one file; returns (path, histories, rows)."""
-    from .trace_format import rows_of, write_jsonl, write_parquet
+    from .trace_format import config_to_json, rows_of, write_jsonl, write_parquet
 
     path, first, count, events, mutant, fmt, make_target = job
 
@@ -162,7 +162,9 @@ def _write_file(job: tuple[str, int, int, int, str | None, str, TargetMaker]) ->
             yield from rows_of(hid, evs)
 
     p = Path(path)
-    n = write_parquet(p, rows()) if fmt == "parquet" else write_jsonl(p, rows(), {"mutant": mutant})
+    # The settings the histories were made with travel in the file: verify judges by them by default.
+    meta = {"mutant": mutant, "config": config_to_json(TRACE_CONFIG)}
+    n = write_parquet(p, rows(), meta=meta) if fmt == "parquet" else write_jsonl(p, rows(), meta)
     return path, count, n
 
 

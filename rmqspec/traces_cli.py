@@ -86,9 +86,28 @@ def verify_cmd(
     epsilon: Annotated[int, typer.Option(help="allowed lateness, ms (0 for logical-clock traces)")] = 0,
     report: Annotated[Path | None, typer.Option(help="write totals and anomalies as JSON")] = None,
     plots: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="the broker settings to judge by (a target profile YAML)  [default: the settings the trace "
+            "records, else the generator's]"
+        ),
+    ] = None,
+    history: Annotated[
+        str | None, typer.Option(help="show only this history's verdict and anomalies (re-check one history)")
+    ] = None,
 ) -> None:
     """Verify traces; exit 1 on any violation (or when rows read and rows checked differ)."""
     from rmqspec.conformance.trace_spark import plot, verify
+
+    config = None
+    if profile is not None:
+        from rmqspec.adapters.remoting.profile import ProfileError, load_profile
+
+        try:
+            config = load_profile(profile, "127.0.0.1:10911").config
+        except ProfileError as e:
+            raise _fail(str(e)) from None
 
     if engine not in ENGINES:
         raise _fail(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
@@ -97,7 +116,7 @@ def verify_cmd(
     if plots is not None and mode != "whole":
         raise _fail("--plots needs --mode whole: the keyed mode does not collect lateness or retry ladders")
     try:
-        result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon)
+        result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
     except TraceError as e:
         raise _fail(str(e)) from None
     table = Table(
@@ -116,10 +135,32 @@ def verify_cmd(
     ):
         table.add_row(k, str(v))
     console.print(table)
+    levels = result.config.get("messageDelayLevel")
+    console.print(
+        f"judged against: profile {result.config.get('profile')}, levels {levels}, transactionTimeOut "
+        f"{result.config.get('transactionTimeOut')} ms, transactionCheckInterval "
+        f"{result.config.get('transactionCheckInterval')} ms, transactionCheckMax {result.config.get('transactionCheckMax')}"
+    )
     for rule, n in result.by_rule.items():
         console.print(f"[red]{n:6}[/red] {escape(rule)}")
-    if result.failed:
+    shown = [a for a in result.anomalies if history is None or a[0] == history]
+    if (
+        history is not None
+        and not any(a[0] == history for a in result.anomalies)
+        and history not in result.failed
+    ):
+        console.print(f"history {escape(history)}: no anomaly")
+    for h, rule, name, message in shown[:20]:
+        console.print(f"[red]{escape(name)}[/red] [{escape(rule)}] in {escape(h)}: {escape(message)}")
+    if len(shown) > 20:
+        console.print(f"... {len(shown) - 20} more (all of them in --report)")
+    if result.failed and history is None:
+        first = result.failed[0]
         console.print(f"failed histories ({len(result.failed)}): {', '.join(result.failed[:10])}")
+        console.print(
+            f"re-check one: rmqspec traces verify {path} --engine local --history {first}"
+            + (f" --profile {profile}" if profile else "")
+        )
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     if plots is not None:

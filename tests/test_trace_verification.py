@@ -202,3 +202,60 @@ def test_spark_keyed_agrees_with_one_process(spark: Any, reference_traces: Path,
     bad = verify(mutant_traces, mode="keyed", engine="rdd", spark=spark)
     local = verify(mutant_traces, mode="keyed", engine="local")
     assert bad.by_rule == local.by_rule and set(bad.failed) == set(local.failed)
+
+
+def test_a_trace_is_judged_against_its_own_settings(tmp_path: Path) -> None:
+    """Issue 16 item 1: a correct history from a broker with RocketMQ's default table failed verify,
+    which judged every trace against the generator's short table. Now: --profile, or the settings the
+    trace records."""
+    from rmqspec.adapters.inprocess import InProcessTarget
+    from rmqspec.conformance.trace_format import config_to_json, rows_of, write_jsonl
+    from rmqspec.conformance.trace_gen import generate_history
+    from rmqspec.conformance.trace_spark import verify
+    from rmqspec.reference.config import BrokerConfig
+
+    default = BrokerConfig()
+    history = generate_history(7, 150, make_target=InProcessTarget, config=default)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    write_jsonl(bare / "h.jsonl", rows_of("h7", history))
+    judged_short = verify(bare, engine="local")
+    assert not judged_short.passed and "schedule/due-time" in judged_short.by_rule
+    assert judged_short.anomalies and judged_short.anomalies[0][0] == "h7"  # the history, rule, name, message
+    assert verify(bare, engine="local", config=default).passed
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    write_jsonl(recorded / "h.jsonl", rows_of("h7", history), {"config": config_to_json(default)})
+    result = verify(recorded, engine="local")
+    assert result.passed and result.config["messageDelayLevel"] == default.describe()
+
+
+def test_cli_verify_takes_a_profile_and_names_failing_histories(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rmqspec.adapters.inprocess import InProcessTarget
+    from rmqspec.cli import app
+    from rmqspec.conformance.trace_format import rows_of, write_jsonl
+    from rmqspec.conformance.trace_gen import generate_history
+    from rmqspec.reference.config import BrokerConfig
+
+    history = generate_history(3, 150, make_target=InProcessTarget, config=BrokerConfig())
+    write_jsonl(tmp_path / "h.jsonl", rows_of("h3", history))
+    runner = CliRunner()
+    bad = runner.invoke(app, ["traces", "verify", str(tmp_path), "--engine", "local"])
+    assert bad.exit_code == 1 and "in h3:" in bad.output and "--history h3" in bad.output
+    root = Path(__file__).resolve().parents[1]
+    good = runner.invoke(
+        app,
+        [
+            "traces",
+            "verify",
+            str(tmp_path),
+            "--engine",
+            "local",
+            "--profile",
+            str(root / "profiles/default.yaml"),
+        ],
+    )
+    assert good.exit_code == 0, good.output
+    assert "judged against: profile 4.9, levels 1s 5s 10s" in good.output
