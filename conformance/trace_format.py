@@ -284,13 +284,15 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield _check_row(row, f"{path}:{n}")
 
 
-def read_parquet_table(path: Path) -> Any:
-    """A Parquet trace as a pyarrow table, its schema checked."""
+def read_parquet_table(path: Path, schema_only: bool = False) -> Any:
+    """A Parquet trace as a pyarrow table, its schema checked (names and types). ``schema_only``: the
+    file's metadata (``num_rows``, schema) without reading the rows."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, pa.ArrowException) as e:
         raise TraceError(f"{path}: not a readable Parquet file: {e}") from None
     meta = pf.schema_arrow.metadata or {}
     if meta.get(b"rmqspec_trace") != str(SCHEMA_VERSION).encode():
@@ -298,9 +300,16 @@ def read_parquet_table(path: Path) -> Any:
     missing = [c for c in NAMES if c not in pf.schema_arrow.names]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
+    types = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32()}
+    for name, (t, _) in COLUMNS.items():
+        got = pf.schema_arrow.field(name).type
+        if got != types[t]:
+            raise TraceError(f"{path}: column {name} is {got}, not {t} (the trace schema, docs/traces.md)")
+    if schema_only:
+        return pf.metadata
     try:
         return pf.read(columns=list(NAMES))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, pa.ArrowException) as e:
         raise TraceError(f"{path}: cannot read: {e}") from None
 
 

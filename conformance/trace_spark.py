@@ -202,15 +202,22 @@ def spark_session(master: str, app: str = "rmqspec traces verify") -> Any:
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
     )
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
+    try:
+        spark = (
+            SparkSession.builder.master(master)
+            .appName(app)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+    except Exception as e:  # JAVA_GATEWAY_EXITED, a bad master URL, no Java: say which, in one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TraceError(
+            f"cannot start Spark with --master {master}: {first} (use local[N], spark://HOST:PORT, or "
+            "--engine local to check without Spark)"
+        ) from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -261,13 +268,25 @@ def count_rows(files: list[str]) -> int:
     for f in files:
         p = Path(f)
         if p.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            n += pq.ParquetFile(p).metadata.num_rows
+            n += read_parquet_table(p, schema_only=True).num_rows
         else:
-            with p.open("rb") as fh:
-                n += sum(1 for _ in fh) - 1
+            try:
+                with p.open("rb") as fh:
+                    n += sum(1 for _ in fh) - 1
+            except OSError as e:
+                raise TraceError(f"{p}: cannot read: {e.strerror or e}") from None
     return n
+
+
+def _worker_error(e: BaseException) -> TraceError | None:
+    """The TraceError a Spark worker raised (it reaches the driver as a Java or Python exception whose
+    text holds the worker's traceback), so that bad input gives the same one line on every engine."""
+    text = str(e)
+    marker = "TraceError: "
+    if marker not in text:
+        return None
+    line = text[text.rindex(marker) + len(marker) :].splitlines()[0].strip()
+    return TraceError(line)
 
 
 def verify(
@@ -295,6 +314,13 @@ def verify(
         if mode == "keyed":
             return _verify_keyed(files, rows_read, eps, engine, spark, start, config)
         results = _collect_whole(files, eps, engine, spark, workers, config)
+    except TraceError:
+        raise
+    except Exception as e:  # a worker's TraceError comes back wrapped by Spark
+        worker = _worker_error(e)
+        if worker is None:
+            raise
+        raise worker from None
     finally:
         if own is not None:
             own.stop()
@@ -443,7 +469,7 @@ def _keyed_spark(
     parquet = [f for f in files if f.endswith(".parquet")]
     if len(parquet) != len(files):
         raise TraceError(
-            "keyed mode on Spark reads Parquet traces (convert JSON Lines with `traces convert`)"
+            "keyed mode on Spark reads Parquet traces: write Parquet (traces generate --format parquet), or check JSON Lines with --engine local"
         )
     df = spark.read.parquet(*parquet)
     checked = df.count()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +25,30 @@ traces_app = typer.Typer(help="Traces: generate histories, verify them at scale.
 
 ENGINES = ("rdd", "pandas", "local", "pool")
 MODES = ("whole", "keyed")
+
+
+@contextlib.contextmanager
+def _stderr_to_file() -> Iterator[Path]:
+    """File descriptor 2 (inherited by the JVM Spark starts) to a log file while Spark runs."""
+    log = Path(tempfile.mkstemp(prefix="rmqspec-spark-", suffix=".log")[1])
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield log
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _missing_extra(e: ModuleNotFoundError) -> str:
+    return (
+        f"traces need the spark extra ({e.name} is not installed): pip install 'rmqspec[spark]' "
+        "(from a checkout: pip install -e '.[spark]')"
+    )
 
 
 def _fail(message: str) -> typer.Exit:
@@ -45,6 +74,12 @@ def generate_cmd(
 
     from rmqspec.adapters.inprocess import InProcessTarget
     from rmqspec.conformance.trace_gen import write_traces
+
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ModuleNotFoundError as e:
+            raise _fail(_missing_extra(e)) from None
 
     if histories < 1 or events < 1:
         raise _fail("--histories and --events must be at least 1")
@@ -98,7 +133,10 @@ def verify_cmd(
     ] = None,
 ) -> None:
     """Verify traces; exit 1 on any violation (or when rows read and rows checked differ)."""
-    from rmqspec.conformance.trace_spark import plot, verify
+    try:
+        from rmqspec.conformance.trace_spark import plot, verify
+    except ModuleNotFoundError as e:
+        raise _fail(_missing_extra(e)) from None
 
     config = None
     if profile is not None:
@@ -115,10 +153,19 @@ def verify_cmd(
         raise _fail(f"--mode {mode!r}: use whole or keyed")
     if plots is not None and mode != "whole":
         raise _fail("--plots needs --mode whole: the keyed mode does not collect lateness or retry ladders")
+    spark_log = None
     try:
-        result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
+        if engine in ("rdd", "pandas"):
+            # Spark's JVM and its Python workers write warnings and tracebacks to the process's stderr:
+            # they go to a log file, so that bad input is one line here (exit 2), as on the other engines.
+            with _stderr_to_file() as spark_log:
+                result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
+        else:
+            result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
     except TraceError as e:
-        raise _fail(str(e)) from None
+        raise _fail(
+            f"{e}" + (f" (Spark's log: {spark_log})" if spark_log and "Spark" in str(e) else "")
+        ) from None
     table = Table(
         title=f"rmqspec traces verify ({mode}, {engine}, {master if engine in ('rdd', 'pandas') else 'no Spark'})"
     )

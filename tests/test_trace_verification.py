@@ -259,3 +259,95 @@ def test_cli_verify_takes_a_profile_and_names_failing_histories(tmp_path: Path) 
     )
     assert good.exit_code == 0, good.output
     assert "judged against: profile 4.9, levels 1s 5s 10s" in good.output
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bad_input_on_spark_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Issue 16 item 2: bad input on the default Spark engine gave 130-line PySpark tracebacks and exit 1."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "corrupt").mkdir()
+    (cases / "corrupt" / "a.jsonl").write_text('{"rmqspec_trace": 1}\n{"history_id": "h", oops\n')
+    (cases / "bytes").mkdir()
+    (cases / "bytes" / "a.parquet").write_bytes(b"\x00\x01 not parquet at all" * 10)
+    (cases / "schema").mkdir()
+    pq.write_table(pa.table({"x": [1]}), cases / "schema" / "a.parquet")
+    (cases / "stringtime").mkdir()
+    from rmqspec.conformance.trace_format import COLUMNS
+
+    cols = {
+        n: pa.array(
+            ["1"] if n == "time" or t == "string" else [1],
+            pa.string() if n == "time" or t == "string" else (pa.int64() if t == "int64" else pa.int32()),
+        )
+        for n, (t, _) in COLUMNS.items()
+    }
+    table = pa.table(cols).replace_schema_metadata({b"rmqspec_trace": b"1"})
+    pq.write_table(table, cases / "stringtime" / "a.parquet")
+    expect = {
+        "corrupt": "a.jsonl:2: not JSON",
+        "bytes": "not a readable Parquet file",
+        "schema": "no rmqspec_trace = 1",
+        "stringtime": "column time is string, not int64",
+    }
+    for name, text in expect.items():
+        for mode in ("whole", "keyed"):
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rmqspec",
+                    "traces",
+                    "verify",
+                    str(cases / name),
+                    "--master",
+                    "local[1]",
+                    "--mode",
+                    mode,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert proc.returncode == 2, (name, mode, proc.stdout[-500:], proc.stderr[-1500:])
+            want = (
+                "keyed mode on Spark reads Parquet traces" if (name, mode) == ("corrupt", "keyed") else text
+            )
+            assert "Traceback" not in proc.stderr and want in proc.stderr, (name, mode, proc.stderr[-800:])
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    good = tmp_path / "good"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqspec",
+            "traces",
+            "generate",
+            "--out",
+            str(good),
+            "--histories",
+            "2",
+            "--events",
+            "40",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmqspec", "traces", "verify", str(good), "--master", "bogus://x"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "cannot start Spark with --master bogus://x" in proc.stderr, proc.stderr[
+        -800:
+    ]
+    assert "Traceback" not in proc.stderr
