@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from rmqspec.reference.config import BROKER_CONF_KEYS, FIVE_ONLY_KEYS, BrokerConfig, ConfigError, Profile
+from rmqspec.reference.constants import Code
 
-from .contract import Feature
+from .contract import LOGICAL_ONLY, Feature
 from .specdoc import Spec, load_spec
 
 _CONFIG_KEYS = BROKER_CONF_KEYS
@@ -217,6 +218,7 @@ class Scenario:
             "config": dict(self.config),
             "profile": self.profile,
             "features": sorted(f.value for f in self.features),
+            "logical_only": bool(self.features & LOGICAL_ONLY),
             "steps": [dict(s) for s in self.steps],
             "source": self.source,
         }
@@ -290,6 +292,11 @@ def make_scenario(
                 f"{source}: step {i + 1} must have exactly one operation ({', '.join(OPS)}); "
                 f"got {', '.join(map(str, step))}"
             )
+        if "as" in step and not isinstance(step["as"], str):
+            raise ScenarioError(
+                f"{source}: step {i + 1}: 'as' must be a name, not {step['as']!r} (YAML reads on, off, yes and "
+                "no as booleans: quote them)"
+            )
         features.add(OPS[ops[0]])
         if ops[0] == "send" and "DELAY" in (step["send"] or {}).get("props", {}):
             features.add(Feature.DELAY)
@@ -360,8 +367,9 @@ def dump(scenarios: Iterable[Scenario], path: Path | None = None) -> str:
     """The catalogue as language-neutral JSON (``rmqspec scenarios dump``)."""
     doc = {
         "format": "rmqspec-scenarios",
-        "version": 1,
+        "version": 2,
         "time_unit": "ms since scenario start",
+        "codes": {c.name: int(c) for c in Code},
         "scenarios": [s.to_json() for s in scenarios],
     }
     text = json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False)

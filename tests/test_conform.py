@@ -95,3 +95,26 @@ def test_a_catalogue_scenario_citing_an_id_that_is_no_rule_is_an_error(
     monkeypatch.setattr(resources, "files", lambda pkg: Fake(real(pkg)))
     with pytest.raises(sc.ScenarioError, match="names put/delay-rewrite, which no spec file defines"):
         sc.catalogue()
+
+
+def test_the_scenario_dump_validates_against_its_json_schema(tmp_path: Path) -> None:
+    """Issue 16 item 6: the JSON is enough on its own for an implementation in another language."""
+    import jsonschema
+
+    from rmqspec.conformance.scenarios import catalogue, dump
+
+    root = Path(__file__).resolve().parents[1]
+    schema = json.loads((root / "conformance" / "scenarios.schema.json").read_text())
+    doc = json.loads(dump(catalogue()))
+    jsonschema.validate(doc, schema)
+    assert doc["codes"]["PULL_NOT_FOUND"] == 19 and doc["codes"]["SUCCESS"] == 0
+    logical = [s["id"] for s in doc["scenarios"] if s["logical_only"]]
+    assert logical and all(
+        set(s["features"]) & {"check-phase", "clock-skew"} for s in doc["scenarios"] if s["logical_only"]
+    )
+    # a step with two operations is refused by the schema
+    bad = json.loads(json.dumps(doc))
+    bad["scenarios"][0]["steps"][0]["pull"] = {"topic": "T"}
+    bad["scenarios"][0]["steps"][0].setdefault("send", {"topic": "T"})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
