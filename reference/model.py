@@ -185,8 +185,9 @@ class Model:
         tc = state.topics.get(topic)
         return self.semantics.pull_answer(None if tc is None else tc.read_queues, queue_id, offset, answer)
 
-    def heartbeat(self, state: BrokerState, group: str, online: bool = True) -> BrokerState:
-        """Register (online) or drop (offline) one producer connection of ``group``."""
+    def heartbeat(self, state: BrokerState, group: str, *, online: bool = True) -> BrokerState:
+        """Register (online) or drop (offline) one producer connection of ``group``. ``online`` is
+        keyword-only: ``heartbeat(state, "PG", 0)`` must not quietly mean "offline"."""
         count = state.producers.get(group, 0) + (1 if online else -1)
         if count > 0:
             return attrs.evolve(state, producers=state.producers.set(group, count))
@@ -335,7 +336,7 @@ class Model:
             case EndTx(request=r):
                 return self.end_transaction(state, r, now)
             case Heartbeat(group=g, online=on):
-                return self.heartbeat(state, g, on), Ack()
+                return self.heartbeat(state, g, online=on), Ack()
             case GetMaxOffset(topic=t, queue_id=q):
                 return state, self.max_offset(state, t, q)
             case ViewMessage(commit_log_offset=o):

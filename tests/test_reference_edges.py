@@ -852,7 +852,7 @@ def test_a_check_count_that_is_not_an_integer_reads_as_minus_one() -> None:
 
     cfg = BrokerConfig(transaction_check_interval_ms=5000, transaction_timeout_ms=3000)
     model = Model(cfg)
-    state = model.heartbeat(model.initial(), "PG", True)
+    state = model.heartbeat(model.initial(), "PG", online=True)
     half = props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG", TRANSACTION_CHECK_TIMES="x")
     state, _ = model.send(state, Message("T", b"a", half, sys_flag=4), 0)
     state, events = model.advance(state, 0, 5000)

@@ -334,7 +334,7 @@ class OperationsMixin(PullsMixin):
     # -- the rest ----------------------------------------------------------------------------------------
 
     def apply_heartbeat(self, inv: Event, op: Heartbeat) -> Completion:
-        self.state = self.model.heartbeat(self.state, op.group, op.online)
+        self.state = self.model.heartbeat(self.state, op.group, online=op.online)
 
         def complete(resp: Response, e: Event) -> None:
             self.count("responses")
