@@ -111,6 +111,7 @@ class WorkloadSummary:
     lost: int = 0
     duplicates_allowed: int = 0
     seconds: float = 0.0
+    plots: tuple[str, ...] = ()  # PNG files drawn from its history (conformance/plots.py)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -301,6 +302,7 @@ class WallOptions:
     seed: int = 0
     save_dir: Path | None = None
     chaos: bool = False
+    plots_dir: Path | None = None  # draw the workload's plots here
 
 
 def run_wall(

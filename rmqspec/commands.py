@@ -84,6 +84,12 @@ def conform_cmd(
     chaos: Annotated[
         bool, typer.Option("--chaos", help="apache: targets: stop and restart the broker during the workload")
     ] = False,
+    plots: Annotated[
+        Path | None,
+        typer.Option(
+            help="wall-clock targets: draw the workload's plots (lateness, retry ladder, checks) here"
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suite against a target. Exit 0 pass, 1 fail, 2 usage or setup error,
     3 unknown (inconclusive: a target that stopped answering, or nothing judged)."""
@@ -104,6 +110,7 @@ def conform_cmd(
                 max_wait_ms=max_wait,
                 concurrency=concurrency,
                 chaos=chaos,
+                plots=plots,
             )
     except (TargetSpecError, ScenarioError) as e:
         if report:  # the report is always written: here it says why nothing was judged
@@ -184,6 +191,8 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
         out.print(
             f"workload ({rep.machine_examples} operations, history checked at the end{extra}): {machine}"
         )
+        for p in w.plots if w is not None else ():
+            out.print(f"plot: {p}")
     else:
         out.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
     verdict = {0: "[green]PASS[/green]", 1: "[red]FAIL[/red]", 3: "[yellow]UNKNOWN[/yellow]"}[rep.exit_code]

@@ -220,6 +220,7 @@ def conform(
     max_wait_ms: int = 60_000,
     concurrency: int = 16,
     chaos: bool = False,
+    plots: Path | None = None,
 ) -> Report:
     """Run the suite on ``target``. Logical targets: every scenario (under ``profile``'s settings when
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
@@ -245,6 +246,7 @@ def conform(
         max_wait_ms=max_wait_ms,
         concurrency=concurrency,
         chaos=chaos,
+        plots=plots,
     )
     return attrs.evolve(rep, settings={**stamp, **rep.settings})
 
@@ -274,6 +276,7 @@ def _conform(
     max_wait_ms: int,
     concurrency: int,
     chaos: bool,
+    plots: Path | None = None,
 ) -> Report:
     if is_wall(target):
         if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
@@ -290,6 +293,7 @@ def _conform(
             seed=seed or 0,
             save_dir=save_dir,
             chaos=chaos,
+            plots_dir=plots,
         )
         try:
             return run_wall(
@@ -341,6 +345,15 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
         history = str(path)
     lost = sum(a.name == "lost-message" and a.cause is None for a in v.anomalies)
+    plots: tuple[str, ...] = ()
+    if options.plots_dir is not None:
+        try:
+            from rmqspec.conformance.plots import plot_history
+
+            drawn = plot_history(result.events, dep.config, eps, options.plots_dir, title=name)
+            plots = tuple(str(d.path) for d in drawn)
+        except ModuleNotFoundError:  # matplotlib comes with the [spark] extra
+            plots = ()
     return WorkloadSummary(
         operations=result.operations,
         verdict=v.valid,
@@ -353,6 +366,7 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         lost=lost,
         duplicates_allowed=result.duplicates() if v.valid == "pass" else 0,
         seconds=result.seconds,
+        plots=plots,
     )
 
 
