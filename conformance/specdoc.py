@@ -55,7 +55,7 @@ AREA_ORDER = (
     "batch",
     "wire",
 )
-EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "steps"})
+EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "needs", "steps"})
 
 _VERSIONS = "**Versions:**"
 _SOURCE = "**Source:**"
