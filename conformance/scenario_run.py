@@ -695,13 +695,23 @@ class _Runner:
     def match_messages(
         self, records: Sequence[Record], want: Sequence[Mapping[str, Any]], i: int
     ) -> list[str]:
-        if len(records) != len(want):
+        # Trailing items marked ``maybe: true`` are records the spec allows but does not require (a
+        # delivery repeated after a restart): the list may end before them; where present they must match.
+        required = len(want)
+        while required and want[required - 1].get("maybe"):
+            required -= 1
+        if any(w.get("maybe") for w in want[:required]):
+            raise ScenarioError(f"{self.s.id} step {i + 1}: only the last items of 'messages' may be 'maybe'")
+        if not required <= len(records) <= len(want):
             names = [self.uniq_to_name(r.uniq_key) for r in records]
-            return [f"messages: expected {len(want)}, got {len(records)} {names}"]
+            count = str(len(want)) if required == len(want) else f"{required} to {len(want)}"
+            return [f"messages: expected {count}, got {len(records)} {names}"]
         out: list[str] = []
-        for n, (rec, w) in enumerate(zip(records, want, strict=True)):
+        for n, (rec, w) in enumerate(zip(records, want[: len(records)], strict=True)):
             for key, value in w.items():
                 got: Any
+                if key == "maybe":
+                    continue
                 if key == "ref":
                     sent = self.ref(str(value), i)
                     if rec.uniq_key != sent.uniq:

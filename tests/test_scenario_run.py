@@ -114,3 +114,20 @@ def test_a_need_the_settings_do_not_meet_skips_the_scenario_and_names_the_settin
 def test_a_need_is_one_comparison(needs: Any) -> None:
     with pytest.raises(ScenarioError):
         make_scenario({"name": "t", "steps": CHECKED_AT_3001, "needs": needs}, None, "t")
+
+
+def test_a_maybe_message_may_be_missing_but_must_match_where_present() -> None:
+    sends = [
+        {"send": {"topic": "T", "body": "a"}, "as": "a"},
+        {"send": {"topic": "T", "body": "b"}, "as": "b"},
+    ]
+    maybe_b = {"ref": "b", "queue_offset": 1, "maybe": True}
+    result, _ = _run([*sends, {"pull": {"topic": "T"}, "expect": {"messages": [{"ref": "a"}, maybe_b]}}])
+    assert result.outcome == "pass", _messages(result)
+    result, _ = _run([sends[0], {"pull": {"topic": "T"}, "expect": {"messages": [{"ref": "a"}, maybe_b]}}])
+    assert result.outcome == "pass", _messages(result)
+    wrong = {"ref": "b", "queue_offset": 2, "maybe": True}
+    result, _ = _run([*sends, {"pull": {"topic": "T"}, "expect": {"messages": [{"ref": "a"}, wrong]}}])
+    assert _messages(result) == ["message 1: queue_offset: expected 2, got 1"]
+    result, _ = _run([*sends, {"pull": {"topic": "T"}, "expect": {"messages": [maybe_b]}}])
+    assert _messages(result) == ["messages: expected 0 to 1, got 2 ['a', 'b']"]
