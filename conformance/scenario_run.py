@@ -463,6 +463,8 @@ class _Runner:
             self.t.restart(broker_config(changed, self.s.profile, self.config) if args else None)
             if args:
                 self.config = broker_config(changed, self.s.profile, self.config)
+            if "as" in step:  # at(NAME): when the broker was back (a restart on a wall clock takes a while)
+                self.sent_at[str(step["as"])] = self.t.now() - self.t0
             return None
         if op == "skew":
             skew = getattr(self.rec.target, "skew_clock", None)

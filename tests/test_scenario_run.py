@@ -131,3 +131,13 @@ def test_a_maybe_message_may_be_missing_but_must_match_where_present() -> None:
     assert _messages(result) == ["message 1: queue_offset: expected 2, got 1"]
     result, _ = _run([*sends, {"pull": {"topic": "T"}, "expect": {"messages": [maybe_b]}}])
     assert _messages(result) == ["messages: expected 0 to 1, got 2 ['a', 'b']"]
+
+
+def test_as_on_a_restart_names_the_moment_the_broker_is_back() -> None:
+    steps = [
+        {"at": 1234, "restart": {}, "as": "up"},
+        {"at": "=at(up) + 1", "send": {"topic": "T", "body": "a"}, "as": "m"},
+    ]
+    result, runner = _run(steps)
+    assert result.outcome == "pass", _messages(result)
+    assert runner.sent_at == {"up": 1234, "m": 1235}
