@@ -234,6 +234,8 @@ class _Runner:
                 return seen[0].msg_id
             if kind == "uniq":
                 return sent.uniq
+            if kind == "queue_offset":  # the queue offset its send answered (a half's, in the half queue)
+                return str(sent.response.fields.get("queue_offset", ""))
             raise ScenarioError(f"{self.s.id} step {i + 1}: unknown placeholder {value!r}")
         return value
 

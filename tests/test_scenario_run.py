@@ -141,3 +141,14 @@ def test_as_on_a_restart_names_the_moment_the_broker_is_back() -> None:
     result, runner = _run(steps)
     assert result.outcome == "pass", _messages(result)
     assert runner.sent_at == {"up": 1234, "m": 1235}
+
+
+def test_a_queue_offset_placeholder_is_the_offset_the_send_answered() -> None:
+    steps = [
+        {"send_half": {"topic": "T", "body": "first"}},
+        {"send_half": {"topic": "T", "body": "second"}, "as": "h"},
+        {"send": {"topic": "U", "body": "c", "props": {"K": "$queue_offset:h"}}, "as": "c"},
+        {"pull": {"topic": "U"}, "expect": {"messages": [{"ref": "c", "props": {"K": "1"}}]}},
+    ]
+    result, _ = _run(steps)
+    assert result.outcome == "pass", _messages(result)
