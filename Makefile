@@ -63,15 +63,20 @@ rocketmq: $(STAMP)
 # profile and stopped after; reports in out/results/ (docs/results/ is made from them by `make results`).
 REAL_VERSIONS ?= 4.9.7 5.5.0
 REAL_PROFILE  ?= profiles/short-levels.yaml
+REAL_PROFILE_5 ?= profiles/short-levels-5.yaml
 REAL_WORKLOAD ?= 60
 conform-real: rocketmq
 	@mkdir -p out/results
 	@status=0; for v in $(REAL_VERSIONS); do \
-	  echo "== apache:$$v"; \
-	  $(BIN)/rmqspec conform --target apache:$$v --profile $(REAL_PROFILE) --workload-seconds $(REAL_WORKLOAD) \
+	  echo "== apache:$$v"; profile=$(REAL_PROFILE); case $$v in 5.*) profile=$(REAL_PROFILE_5);; esac; \
+	  $(BIN)/rmqspec conform --target apache:$$v --profile $$profile --workload-seconds $(REAL_WORKLOAD) \
 	    --report out/results/apache-$$v.json --junit out/results/apache-$$v.xml --save-dir out/failures/apache-$$v \
 	    || status=$$?; \
-	done; exit $$status
+	done; \
+	echo "== apache-proxy:5.5.0 (gRPC)"; \
+	$(BIN)/rmqspec conform --target apache-proxy:5.5.0 --profile $(REAL_PROFILE_5) \
+	  --report out/results/apache-proxy-5.5.0.json --junit out/results/apache-proxy-5.5.0.xml || status=$$?; \
+	exit $$status
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -16,9 +16,9 @@ import platform
 import sys
 import time
 
-from benchmarks import conformance, model_ops, traces
+from benchmarks import conformance, model_ops, timer, traces
 
-BENCHMARKS = ("model_ops", "conformance", "traces")
+BENCHMARKS = ("model_ops", "conformance", "traces", "timer")
 
 
 def _cpu_model() -> str:
@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         conformance.main(args.quick)
     if "traces" in chosen:
         traces.main(args.quick)
+    if "timer" in chosen:
+        timer.main(args.quick)
     print(f"benchmarks: {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -43,6 +43,16 @@ class Feature(enum.StrEnum):
     RESTART = "restart"
     HEARTBEAT = "heartbeat"
     CLOCK_SKEW = "clock-skew"  # the suite can step the broker's clock (``skew_clock``); in-process only
+    # The scenario leaves its broker in a state no other scenario may share (a stuck timer, a stray op
+    # message): it runs on a broker of its own, which only a target that starts brokers can give.
+    OWN_BROKER = "own-broker"
+    # What only the remoting protocol lets a client do or see (a 5.x gRPC client cannot): pick the queue a
+    # message goes to; read a queue by offset (PULL_MESSAGE at any offset, GET_MAX_OFFSET, the offsets of a
+    # pull answer); see and set the broker's own properties (DELAY, REAL_TOPIC, TRAN_MSG, ...), sysFlag,
+    # flag, reconsume times, and its response codes and remarks.
+    QUEUE_CHOICE = "queue-choice"
+    PULL_OFFSET = "pull-offset"
+    REMOTING_DETAIL = "remoting-detail"
     # The suite places the transaction check service's runs (at multiples of the interval from the start
     # of the logical clock): needed by examples that pin a run to an exact millisecond (the timeout's
     # boundary); on a real broker the history checker judges check timing against the runs it shows.

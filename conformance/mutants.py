@@ -324,3 +324,6 @@ class ImmunityIgnored(Semantics):
 class BatchDelayAccepted(Semantics):
     def batch_rejects_wrapper_delay(self) -> bool:
         return False
+
+
+from . import mutants_timer  # noqa: E402, F401  (the 5.x timer's mutants register themselves)

@@ -27,6 +27,12 @@ The language is integer arithmetic (``+ - * // %``, parentheses, ``min``/``max``
 | ``at(m)`` | when the step that sent ``m`` ran (ms since the scenario started) |
 | ``check(m, k)`` | when the ``k``-th check request for ``m`` arrived (ms since start) |
 | ``now`` | when this step starts (ms since start) |
+| ``precision`` | ``timerPrecisionMs`` (5.x timer) |
+| ``timer_max`` | ``timerMaxDelaySec`` in ms |
+| ``roll`` | the timer's roll window in ms (``timerRollWindowSlot`` slots of ``precision``) |
+| ``timer_flush`` | ``timerFlushIntervalMs`` (the timer's checkpoint interval) |
+| ``epoch(x)`` | the target's clock at ``x`` ms since start (epoch ms: a ``TIMER_DELIVER_MS`` value) |
+| ``timer_due(x)`` | when a timer message asked for at ``x`` (ms since start) is due: ``epoch(x)`` rounded up to ``precision``, as ms since start |
 
 A literal string that starts with ``=`` is written ``==...``. Inside a longer string, ``{=EXPR}`` is
 replaced by the value: ``DELAY: "0{=levels}"`` is ``"018"`` on a table of 18 levels.
@@ -72,6 +78,7 @@ class Env:
     sent_at: Mapping[str, int] = attrs.field(factory=dict)  # ref -> ms since start of its send step
     checks_at: Mapping[str, tuple[int, ...]] = attrs.field(factory=dict)  # ref -> arrival times
     now: int = 0
+    t0: int = 0  # the target's clock (epoch ms) when the scenario started
 
     def names(self) -> dict[str, int]:
         c = self.config
@@ -86,10 +93,30 @@ class Env:
             "reserved": c.file_reserved_time_h * 3_600_000,
             "flush": FLUSH_DELAY_OFFSET_INTERVAL_MS,
             "now": self.now,
+            "precision": c.timer_precision_ms,
+            "timer_max": c.timer_max_delay_sec * 1000,
+            "roll": c.timer_roll_slots * c.timer_precision_ms,
+            "timer_flush": c.timer_flush_interval_ms,
         }
 
     def functions(self) -> dict[str, Callable[..., int]]:
-        return {"delay": self.delay, "at": self.at, "check": self.check, "min": min, "max": max}
+        return {
+            "delay": self.delay,
+            "at": self.at,
+            "check": self.check,
+            "min": min,
+            "max": max,
+            "epoch": self.epoch,
+            "timer_due": self.timer_due,
+        }
+
+    def epoch(self, x: int) -> int:
+        return self.t0 + x
+
+    def timer_due(self, x: int) -> int:
+        """rule: timer/due-time: a deliver time D is read with the slot before ceil(D / precision)."""
+        p = self.config.timer_precision_ms
+        return -(-(self.t0 + x) // p) * p - self.t0
 
     def delay(self, level: int) -> int:
         ms = self.config.delay_ms(level)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from rmqspec.reference.config import BROKER_CONF_KEYS, BrokerConfig, ConfigError, Profile
+from rmqspec.reference.config import BROKER_CONF_KEYS, FIVE_ONLY_KEYS, BrokerConfig, ConfigError, Profile
 
 from .contract import Feature
 from .scenario_expr import ExprError, parse_need
@@ -41,6 +41,160 @@ OPS: dict[str, Feature] = {
     "wait": Feature.SEND,
     "skew": Feature.CLOCK_SKEW,
 }
+
+
+# Properties a client of the 5.x gRPC protocol sets and sees: its own (user) properties, tags, keys, the
+# message id (UNIQ_KEY) and the delivery time (TIMER_DELIVER_MS); every other name RocketMQ keeps for itself
+# (MessageConst.STRING_HASH_SET, 5.5.0) only a remoting client reaches.
+SYSTEM_PROPERTIES = frozenset(
+    [
+        "TRACE_ON",
+        "MSG_REGION",
+        "KEYS",
+        "TAGS",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "ORIGIN_GROUP",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "UNIQ_KEY",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "POP_CK",
+        "POP_CK_OFFSET",
+        "1ST_POP_TIME",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "DUP_INFO",
+        "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID",
+        "CORRELATION_ID",
+        "REPLY_TO_CLIENT",
+        "TTL",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+        "CLUSTER",
+        "MSG_TYPE",
+        "INNER_MULTI_QUEUE_OFFSET",
+        "TIMER_DELAY_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELIVER_MS",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY",
+        "TIMER_DELAY_LEVEL",
+        "__BORNHOST",
+        "BORN_TIMESTAMP",
+        "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID",
+        "__CRC32#",
+        "_SYS_MSG_PRIORITY_",
+        "__LITE_TOPIC",
+        "TRANSACTION_CHECK_TIMES",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "__transactionId__",
+        "INNER_MULTI_DISPATCH",
+        "__SHARDINGKEY",
+    ]
+)
+GRPC_SEND_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "TIMER_DELIVER_MS"})
+GRPC_SEEN_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY"})
+_ANSWER_CODES = frozenset({"SUCCESS", "PULL_NOT_FOUND", 0, 19})
+_SYSTEM_TOPIC_NAMES = frozenset(
+    {
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "rmq_sys_wheel_timer",
+    }
+)
+
+
+def wire_features(op: str, step: Mapping[str, Any]) -> set[Feature]:
+    """What a step needs of the remoting protocol beyond what a 5.x gRPC client can do or see: a queue
+    of its own choosing, reads by queue and offset, and the broker's own properties, flags and answers."""
+    out: set[Feature] = set()
+    args = step.get(op) or {}
+    expect = step.get("expect")
+    if not isinstance(args, Mapping):
+        return out
+    topic = args.get("topic")
+    if isinstance(topic, str) and ("%" in topic or "|" in topic):
+        out.add(Feature.REMOTING_DETAIL)  # the proxy reads "%" as a namespace separator
+    for k, v in (args.get("props") or {}).items():
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in f"{k}{v}"):
+            out.add(Feature.REMOTING_DETAIL)  # the proxy refuses control characters in properties
+    if op in ("send", "send_half"):
+        if args.get("queue", 0) not in (0, None):
+            out.add(Feature.QUEUE_CHOICE)
+        props = args.get("props") or {}
+        if any(k in SYSTEM_PROPERTIES and k not in GRPC_SEND_PROPERTIES for k in props) or any(
+            k in args
+            for k in ("sys_flag", "flag", "born", "reconsume_times", "max_reconsume_times", "version")
+        ):
+            out.add(Feature.REMOTING_DETAIL)
+    if op == "pull" and (
+        args.get("queue", 0) != 0 or args.get("offset", 0) != 0 or args.get("topic") in _SYSTEM_TOPIC_NAMES
+    ):
+        out.add(Feature.PULL_OFFSET)
+    if op == "max_offset":
+        out.add(Feature.PULL_OFFSET)
+    if op == "end_tx" and any(
+        k in args
+        for k in (
+            "table_offset",
+            "commit_log_offset",
+            "table_offset_delta",
+            "commit_log_offset_delta",
+            "from_check",
+            "group",
+        )
+    ):
+        out.add(Feature.REMOTING_DETAIL)
+    if (
+        op == "checks"
+        and isinstance(expect, list)
+        and any(isinstance(c, Mapping) and ("check_times" in c or "new_offsets" in c) for c in expect)
+    ):
+        out.add(Feature.REMOTING_DETAIL)
+    if isinstance(expect, Mapping):
+        if ("code" in expect and expect["code"] not in _ANSWER_CODES) or "remark" in expect:
+            out.add(Feature.REMOTING_DETAIL)
+        if any(k in expect for k in ("next_begin_offset", "min_offset", "max_offset", "offset")):
+            out.add(Feature.PULL_OFFSET)
+        if expect.get("queue_id", 0) != 0:
+            out.add(Feature.QUEUE_CHOICE)
+        for m in expect.get("messages") or []:
+            if not isinstance(m, Mapping):
+                continue
+            if any(
+                k in m
+                for k in ("sys_flag", "flag", "reconsume_times", "prepared_offset_of", "new_offset_from")
+            ):
+                out.add(Feature.REMOTING_DETAIL)
+            if m.get("topic") in _SYSTEM_TOPIC_NAMES:
+                out.add(Feature.PULL_OFFSET)
+            if m.get("queue_id", 0) != 0:
+                out.add(Feature.QUEUE_CHOICE)
+            p = m.get("props") or {}
+            if isinstance(p, Mapping) and any(
+                k in SYSTEM_PROPERTIES and k not in GRPC_SEEN_PROPERTIES for k in p
+            ):
+                out.add(Feature.REMOTING_DETAIL)
+    return out
 
 
 class ScenarioError(ValueError):
@@ -110,6 +264,10 @@ def broker_config(
             kwargs["profile"] = Profile(profile)
         except ValueError:
             raise ScenarioError(f"unknown profile {profile!r} (known: 4.9, 5.x)") from None
+    five_only = sorted(set(config) & FIVE_ONLY_KEYS)
+    line = kwargs.get("profile", base.profile if base is not None else Profile.V4_9)
+    if five_only and line is not Profile.V5:
+        raise ScenarioError(f'{five_only[0]} is a 5.x setting: the scenario needs profile: "5.x"')
     try:
         return attrs.evolve(base, **kwargs) if base is not None else BrokerConfig(**kwargs)
     except (ConfigError, TypeError) as e:
@@ -140,6 +298,7 @@ def make_scenario(
         features.add(OPS[ops[0]])
         if ops[0] == "send" and "DELAY" in (step["send"] or {}).get("props", {}):
             features.add(Feature.DELAY)
+        features |= wire_features(ops[0], step)
     for f in data.get("features", []):
         try:
             features.add(Feature(f))

@@ -31,7 +31,7 @@ from xml.etree import ElementTree as ET
 
 import attrs
 
-from rmqspec.reference.config import BROKER_CONF_KEYS, BrokerConfig
+from rmqspec.reference.config import BrokerConfig, conf_keys
 
 from .contract import Feature, Target, TargetError
 from .history import Event, save
@@ -350,7 +350,7 @@ def run_wall(
         except ValueError as e:
             finished(ScenarioResult(s, "skip", str(e)))
             continue
-        if Feature.RESTART in s.features:
+        if Feature.RESTART in s.features or Feature.OWN_BROKER in s.features:
             exclusive.append((s, cfg))
         else:
             groups[cfg].append(s)
@@ -419,7 +419,7 @@ def run_wall(
                 each([s], "unknown", f"a broker of its own could not be started: {e}")
                 continue
             try:
-                if not dep.can_restart:
+                if Feature.RESTART in s.features and not dep.can_restart:
                     each(
                         [s],
                         "skip",
@@ -470,7 +470,7 @@ def run_wall(
 def broker_settings(cfg: BrokerConfig) -> dict[str, Any]:
     """The settings by their broker.conf names, as a report shows them."""
     out: dict[str, Any] = {"profile": cfg.profile.value}
-    for key, field in BROKER_CONF_KEYS.items():
+    for key, field in conf_keys(cfg.profile).items():
         value = getattr(cfg, field)
         out[key] = cfg.describe() if field == "delay_levels" else value
     return out

@@ -196,7 +196,15 @@ def run_workload(
                         level = rnd.choice([0, 0, -1])
                         with contextlib.suppress(TargetError):
                             rec.execute(
-                                ConsumerSendBack(SendBack(group, r.commit_log_offset, level, 2)),
+                                ConsumerSendBack(
+                                    SendBack(
+                                        group,
+                                        r.commit_log_offset,
+                                        level,
+                                        2,
+                                        origin_topic=r.properties.get(Prop.RETRY_TOPIC) or r.topic,
+                                    )
+                                ),
                                 process=process,
                             )
                 with lock:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import attrs
 
+from . import timer as _timer
 from .constants import (
     PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
+    TIMER_TOPIC,
     TOPIC_MAX_LENGTH,
     TRANSACTION_NOT_TYPE,
     Code,
@@ -16,7 +18,7 @@ from .constants import (
 from .javanum import parse_long
 from .observations import BatchOk, Rejected
 from .properties import PROPERTY_SEPARATOR, encode_properties
-from .put import append, msg_check, parse_delay
+from .put import append, empty_body_npe, msg_check, parse_delay
 from .records import Inner, Props, Record
 from .semantics import Semantics
 from .state import BrokerState, with_props
@@ -122,6 +124,8 @@ def send_batch(
     rule: batch/broker-illegal, batch/inner-delay-ignored, batch/consecutive-offsets
     """
     cfg = state.config
+    if not batch.entries and sem.empty_body_npe():
+        return state, empty_body_npe("batch/broker-illegal")
     wrapper_sent = sem.request_properties(batch.properties, "DefaultRegion", True)
     checked = msg_check(state, batch.topic, batch.queue_id, batch.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
@@ -138,9 +142,13 @@ def send_batch(
             "batch/broker-illegal",
         )
     body_size = sum(22 + len(e.body) + _client_props_bytes(e.properties) for e in batch.entries)
-    refused = (_refuse_5_5 if sem.batch_oversize_is_exception() else _refuse_4_9)(
-        batch, body_size, cfg.max_message_size, sem
-    )
+    topic = batch.topic
+    if sem.batch_oversize_is_exception():
+        refused = _refuse_5_5(batch, body_size, cfg.max_message_size, sem, state, now)
+        if isinstance(refused, str):
+            topic, refused = refused, None  # rule: timer/timer-message: the wrapper was a timer message
+    else:
+        refused = _refuse_4_9(batch, body_size, cfg.max_message_size, sem)
     if refused is not None:
         return state, refused
     wrapper = with_props(wrapper_sent, CLUSTER=cfg.cluster_name)
@@ -159,8 +167,8 @@ def send_batch(
             # rule: batch/stored-properties: 5.4.0+ stores each message's own string and nothing else
             stored, props_bytes = e.properties, inner_bytes
         inner = Inner(
-            topic=batch.topic,
-            queue_id=queue_id,
+            topic=topic,
+            queue_id=0 if topic == TIMER_TOPIC else queue_id,
             body=e.body,
             properties=stored,
             sys_flag=batch.sys_flag,
@@ -208,19 +216,30 @@ def _refuse_4_9(batch: Batch, body_size: int, max_size: int, sem: Semantics) -> 
     return None
 
 
-def _refuse_5_5(batch: Batch, body_size: int, max_size: int, sem: Semantics) -> Rejected | None:
+def _refuse_5_5(
+    batch: Batch, body_size: int, max_size: int, sem: Semantics, state: BrokerState, now: int
+) -> Rejected | str | None:
     """5.5.0: the put hooks (a missing body; the schedule hook reads the wrapper's DELAY of a NOT or COMMIT
-    batch), then asyncPutMessages (transaction type, DELAY > 0), then the encoder, whose oversized-body
-    RuntimeException nobody catches: SYSTEM_ERROR. rule: batch/broker-illegal
+    batch, and takes a wrapper with timer properties and no DELAY > 0 for a timer message: the batch goes
+    to the timer topic, which is returned), then asyncPutMessages (transaction type, DELAY > 0), then the
+    encoder, whose oversized-body RuntimeException nobody catches: SYSTEM_ERROR.
+    rule: batch/broker-illegal, timer/timer-message
     """
-    if not batch.entries:
+    if not batch.entries:  # 5.0.0: the put hook's null body (5.1.0+ throws earlier: send_batch)
         return Rejected(Code.MESSAGE_ILLEGAL, "message body is null", "batch/broker-illegal")
     tran = transaction_value(batch.sys_flag)
     level: int | Rejected = 0
+    redirect: str | None = None
     if sem.delay_eligible(tran, 1):
         level = parse_delay(batch.properties)
         if isinstance(level, Rejected):
             return attrs.evolve(level, rule="batch/broker-illegal")
+        if level <= 0 and sem.has_timer() and batch.topic != TIMER_TOPIC:
+            wrapper = Inner(topic=batch.topic, queue_id=batch.queue_id, body=b"", properties=batch.properties)
+            timed = _timer.put_hook(wrapper, now, sem, state)
+            if isinstance(timed, Rejected):
+                return timed
+            redirect = timed.topic if timed.topic == TIMER_TOPIC else None
     if tran != TRANSACTION_NOT_TYPE:
         return Rejected(Code.MESSAGE_ILLEGAL, "tran type not supported in batch", "batch/broker-illegal")
     if isinstance(level, int) and level > 0 and sem.batch_rejects_wrapper_delay():
@@ -232,4 +251,4 @@ def _refuse_5_5(batch: Batch, body_size: int, max_size: int, sem: Semantics) -> 
             "batch/broker-illegal",
             "exception",
         )
-    return None
+    return redirect

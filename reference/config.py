@@ -83,6 +83,24 @@ def _levels(value: str | tuple[int, ...], config: Any) -> tuple[int, ...]:
     return tuple(value)
 
 
+def snap_timer_precision(value: int) -> int:
+    """``MessageStoreConfig.setTimerPrecisionMs`` (5.x): the largest of 100, 200, 500 and 1000 ms that is not
+    above the value, 100 for anything below 200. broker.conf goes through the setter (``properties2Object``),
+    so the broker runs with the snapped value. rule: timer/precision
+    """
+    candidates = (100, 200, 500, 1000)
+    for i in range(1, len(candidates)):
+        if value < candidates[i]:
+            return candidates[i - 1]
+    return candidates[-1]
+
+
+# TimerMessageStore: the wheel has TIMER_WHEEL_TTL_DAY * DAY_SECS slots whatever the precision; a roll
+# window outside [2, slots - TIMER_BLANK_SLOTS] is replaced by slots - TIMER_BLANK_SLOTS.
+TIMER_WHEEL_SLOTS = 7 * 24 * 3600
+TIMER_BLANK_SLOTS = 60
+
+
 def _check_interval_default(config: Any) -> int:
     """``transactionCheckInterval``: 60 s in 4.9.x; 30 s from 5.1.1 (BrokerConfig).
 
@@ -124,6 +142,13 @@ class BrokerConfig:
     broker_writable: bool = True
     cluster_name: str = "DefaultCluster"
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    # 5.x MessageStoreConfig timer settings (5.5.0 defaults); the 4.9 profile has no timer and ignores them.
+    # rule: timer/disabled, timer/precision, timer/max-delay, timer/roll, timer/restart
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = attrs.field(default=1000, converter=snap_timer_precision)
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_roll_window_slot: int = 2 * 24 * 3600
+    timer_flush_interval_ms: int = 1000
 
     @property
     def max_delay_level(self) -> int:
@@ -137,6 +162,13 @@ class BrokerConfig:
 
     def describe(self) -> str:
         return " ".join(_fmt(ms) for ms in self.delay_levels)
+
+    @property
+    def timer_roll_slots(self) -> int:
+        """The roll window the timer runs with, in slots (``TimerMessageStore``'s bounds). rule: timer/roll"""
+        limit = TIMER_WHEEL_SLOTS - TIMER_BLANK_SLOTS
+        slots = self.timer_roll_window_slot
+        return limit if slots > limit or slots < 2 else slots
 
 
 def _fmt(ms: int) -> str:
@@ -161,8 +193,37 @@ BROKER_CONF_KEYS: dict[str, str] = {
     "maxMessageSize": "max_message_size",
     "defaultTopicQueueNums": "default_topic_queue_nums",
     "brokerClusterName": "cluster_name",
+    "timerWheelEnable": "timer_wheel_enable",
+    "timerPrecisionMs": "timer_precision_ms",
+    "timerMaxDelaySec": "timer_max_delay_sec",
+    "timerRollWindowSlot": "timer_roll_window_slot",
+    "timerFlushIntervalMs": "timer_flush_interval_ms",
 }
-_BOOL_FIELDS = {"reject_transaction_message", "auto_create_subscription_group", "auto_create_topic"}
+# Keys a 4.9.x broker does not have (MessageStoreConfig fields added in 5.0.0): a 4.9 profile refuses them.
+FIVE_ONLY_KEYS = frozenset(
+    {
+        "timerWheelEnable",
+        "timerPrecisionMs",
+        "timerMaxDelaySec",
+        "timerRollWindowSlot",
+        "timerFlushIntervalMs",
+    }
+)
+
+
+def conf_keys(profile: Profile) -> dict[str, str]:
+    """The broker.conf names a broker of ``profile``'s release line reads, with the model's field names."""
+    if profile is Profile.V5:
+        return dict(BROKER_CONF_KEYS)
+    return {k: v for k, v in BROKER_CONF_KEYS.items() if k not in FIVE_ONLY_KEYS}
+
+
+_BOOL_FIELDS = {
+    "reject_transaction_message",
+    "auto_create_subscription_group",
+    "auto_create_topic",
+    "timer_wheel_enable",
+}
 # Settings the broker declares as Java long (Long.parseLong); the other numbers are int (Integer.parseInt).
 _LONG_FIELDS = {"transaction_timeout_ms", "transaction_check_interval_ms"}
 
@@ -180,6 +241,8 @@ def config_from_broker_conf(values: dict[str, object], profile: Profile = Profil
         field = BROKER_CONF_KEYS.get(key)
         if field is None:
             raise ConfigError(f"unknown setting {key!r} (known: {', '.join(sorted(BROKER_CONF_KEYS))})")
+        if key in FIVE_ONLY_KEYS and profile is not Profile.V5:
+            raise ConfigError(f'{key} is a 5.x setting (MessageStoreConfig\'s timer): use profile "5.x"')
         if field == "delay_levels":
             if not isinstance(value, str):
                 raise ConfigError(f"{key} must be a string such as '1s 5s 10s', not {value!r}")

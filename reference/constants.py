@@ -19,6 +19,11 @@ TRANS_CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
 SCHEDULE_QUEUE_NUM: Final = 18
 DLQ_NUMS_PER_GROUP: Final = 1
 
+# 5.x: the timer's own topic (TimerMessageStore.TIMER_TOPIC, a system topic made when timerWheelEnable).
+# rule: timer/rewrite
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+LONG_MAX: Final = 2**63 - 1  # Long.MAX_VALUE: TIMER_ENQUEUE_MS of a message the timer found already due
+
 ROCKSDB_HALF_TOPIC: Final = "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC"  # 5.4.0 and later
 ROCKSDB_OP_TOPIC: Final = "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC"
 
@@ -28,6 +33,8 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
 )
 # rule: put/forbidden-topic (5.4.0-5.5.0: the RocksDB transaction topics as well)
 NOT_ALLOWED_SEND_TOPICS_5_5: Final = NOT_ALLOWED_SEND_TOPICS | {ROCKSDB_HALF_TOPIC, ROCKSDB_OP_TOPIC}
+# The topics the broker writes into itself, whose queue offsets on a shared broker belong to every client.
+SYSTEM_TOPICS: Final = NOT_ALLOWED_SEND_TOPICS_5_5 | {TIMER_TOPIC}
 TOPIC_MAX_LENGTH: Final = 127
 PROPERTIES_MAX_LENGTH: Final = 32767
 
@@ -91,6 +98,12 @@ class Prop:
     TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
     TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
     TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+    # 5.x timer (rule: timer/rewrite, timer/delivered-copy, timer/roll, timer/cancel)
+    TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+    TIMER_ENQUEUE_MS: Final = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
+    TIMER_ROLL_TIMES: Final = "TIMER_ROLL_TIMES"
+    TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 
 
 SYS_CONSUMER_GROUP_PREFIX: Final = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: always auto-created

@@ -17,6 +17,7 @@ from . import pull as _pull
 from . import put as _put
 from . import schedule as _schedule
 from . import sendback as _sendback
+from . import timer as _timer
 from . import transaction as _tx
 from .batch import Batch
 from .config import BrokerConfig, Profile
@@ -38,6 +39,9 @@ from .observations import (
     Rejected,
     SendBackOk,
     SendOk,
+    TimerDelivered,
+    TimerDropped,
+    TimerRolled,
 )
 from .put import Message
 from .semantics import REFERENCE, Semantics, V5Semantics
@@ -199,9 +203,14 @@ class Model:
 
     def deliver(
         self, state: BrokerState, now: int
-    ) -> tuple[BrokerState, list[Delivered | DroppedOnDelivery]]:
-        state, events = _schedule.deliver_due(state, now, self.semantics)
-        return self.dispatch(state), events
+    ) -> tuple[
+        BrokerState, list[Delivered | DroppedOnDelivery | TimerDelivered | TimerRolled | TimerDropped]
+    ]:
+        """The delivering services at ``now``: the schedule service's levels, then the 5.x timer."""
+        state, scheduled = _schedule.deliver_due(state, now, self.semantics)
+        state = self.dispatch(state)
+        state, timed = _timer.run(state, now, self.semantics)
+        return self.dispatch(state), [*scheduled, *timed]
 
     def check(self, state: BrokerState, now: int) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
         """A check run at ``now``, or the suspended run going on once it is due. rule: transaction/check-interval"""
@@ -218,7 +227,7 @@ class Model:
     def restart(self, state: BrokerState) -> BrokerState:
         # a check run in progress and 5.x op entries not yet written are lost (rule: transaction/op-batch)
         state = attrs.evolve(state, tx_run=None, tx_op_pending=(), tx_op_last_write=None)
-        return _schedule.restart(state, self.semantics)
+        return _timer.restart(_schedule.restart(state, self.semantics), self.semantics)
 
     def next_check_time(self, after: int, last_end: int | None = None) -> int:
         """The first check-service run strictly after ``after``: one interval after the last run ended
@@ -244,10 +253,12 @@ class Model:
         """Run the broker's services on a logical clock from ``start`` to ``end`` (both inclusive).
 
         Deliveries happen at their deliver time exactly, check runs at their ticks and offset flushes
-        every ``flush_delay_offset_interval_ms``: the earliest time the spec allows for each.
+        every ``flush_delay_offset_interval_ms`` (the timer's checkpoint every ``timerFlushIntervalMs``):
+        the earliest time the spec allows for each.
         """
         events: list[Event] = []
         flush = self.flush_delay_offset_interval_ms
+        timer_flush = max(1, self.config.timer_flush_interval_ms)
         now = start
         state, delivered = self.deliver(state, now)
         events.extend(delivered)
@@ -270,6 +281,12 @@ class Model:
             due = _schedule.next_due(state, self.semantics)
             if due is not None and due > now:
                 candidates.append(due)
+            if self.semantics.has_timer():
+                timer_due = _timer.next_due(state, self.semantics)
+                if timer_due is not None and timer_due > now:
+                    candidates.append(timer_due)
+                if _timer.dirty(state):
+                    candidates.append((now // timer_flush + 1) * timer_flush)
             if not candidates or min(candidates) > end:
                 state, delivered = self.deliver(state, end)  # the services also run at the final instant
                 events.extend(delivered)
@@ -279,6 +296,8 @@ class Model:
             events.extend(delivered)
             if now % flush == 0:
                 state = self.persist(state)
+            if now % timer_flush == 0 and self.semantics.has_timer():
+                state = _timer.flush(state)
             if op_write is not None and now >= op_write:
                 state = self.write_ops(state, now)
             run = state.tx_run

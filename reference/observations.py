@@ -147,7 +147,36 @@ class Discarded:
     reason: str  # "max-checks" or "expired"
 
 
+@attrs.frozen
+class TimerDelivered:
+    """The 5.x timer put a due timer message back into its real topic. rule: timer/due-time
+
+    ``slot`` is the wheel slot it was read from (its ``TIMER_OUT_MS`` floored to the precision).
+    """
+
+    source: Record  # the record in the timer topic
+    copy: Record
+    slot: int
+
+
+@attrs.frozen
+class TimerRolled:
+    """The timer put a message beyond its roll window back into the timer topic. rule: timer/roll"""
+
+    source: Record
+    copy: Record
+
+
+@attrs.frozen
+class TimerDropped:
+    """The timer read a message and put nothing: cancelled, a cancel marker, or refused by the store."""
+
+    source: Record
+    rule: str
+    reason: str
+
+
 Observation = (
     Rejected | SendOk | BatchOk | PullResult | SendBackOk | EndTxOk | NoResponse | Found | MaxOffset | Ack
 )
-Event = Delivered | DroppedOnDelivery | CheckRequest | Discarded
+Event = Delivered | DroppedOnDelivery | CheckRequest | Discarded | TimerDelivered | TimerRolled | TimerDropped

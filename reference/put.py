@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 from pyrsistent import pvector
 
+from . import timer as _timer
 from .constants import (
     HALF_TOPIC,
     PERM_RW,
@@ -12,6 +13,7 @@ from .constants import (
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     SYS_CONSUMER_GROUP_PREFIX,
+    TIMER_TOPIC,
     TRANSACTION_NOT_TYPE,
     Code,
     Prop,
@@ -57,6 +59,19 @@ def number_format(raw: str, rule: str) -> Rejected:
     JVM; the model's remark is the part before that)."""
     return Rejected(
         Code.SYSTEM_ERROR, f'java.lang.NumberFormatException: For input string: "{raw}"', rule, "exception"
+    )
+
+
+def empty_body_npe(rule: str = "put/message-illegal") -> Rejected:
+    """5.1.0-5.5.0: ``SendMessageProcessor.processRequest`` builds its message context first, and
+    ``buildMsgContext`` reads ``request.getBody().length``; an empty body was decoded as none, so that throws
+    and the remoting layer answers SYSTEM_ERROR with the exception's text (then a stack frame)."""
+    return Rejected(
+        Code.SYSTEM_ERROR,
+        "java.lang.NullPointerException: Cannot read the array length because the return value of "
+        '"org.apache.rocketmq.remoting.protocol.RemotingCommand.getBody()" is null',
+        rule,
+        "exception",
     )
 
 
@@ -153,8 +168,8 @@ def store_put(
 
     4.9.8: ``DefaultMessageStore.asyncPutMessage`` (checkMessage), then ``CommitLog.asyncPutMessage`` (the
     delay rewrite) and ``MessageExtEncoder.encode``. 5.5.0: the put hooks (``HookUtils.checkBeforePutMessage``,
-    ``handleScheduleMessage``; the timer hook sits there too, before the delay rewrite, and is not modelled),
-    then the commit log. rule: put/delay-eligibility, put/message-illegal
+    ``handleScheduleMessage``, whose timer part comes before the delay rewrite: ``timer.put_hook``),
+    then the commit log. rule: put/delay-eligibility, put/message-illegal, timer/timer-message
     """
     cfg = state.config
     refused = sem.store_refuses(
@@ -167,6 +182,11 @@ def store_put(
         level = parse_delay(inner.properties)
         if isinstance(level, Rejected):
             return level
+        if level <= 0 and sem.has_timer() and inner.topic != TIMER_TOPIC:
+            timed = _timer.put_hook(inner, now, sem, state)  # 5.x: before the delay rewrite
+            if isinstance(timed, Rejected):
+                return timed
+            inner = timed
         if sem.delay_eligible(tran_type, level):
             inner = delay_rewrite(inner, level, cfg.max_delay_level, sem)
     stored = inner.stored_properties()
@@ -185,7 +205,8 @@ def delay_rewrite(inner: Inner, level: int, max_level: int, sem: Semantics) -> I
     value stays as it was sent ("+3", "03"). rule: put/delay-clamp, put/delay-schedule-queue
     """
     clamped = sem.clamp_delay_level(level, max_level)
-    props = sem.delay_props(inner.properties)  # 5.x: the timer properties leave (checkIfTimerMessage)
+    # 5.x: the timer properties leave (checkIfTimerMessage), except in the timer topic, which skips that check
+    props = sem.delay_props(inner.properties) if inner.topic != TIMER_TOPIC else inner.properties
     new_props = with_props(
         props,
         DELAY=str(clamped) if clamped != level else props.get(Prop.DELAY),
@@ -323,6 +344,8 @@ def send(
     4.9.8: ``SendMessageProcessor.asyncSendMessage``; 5.5.0: ``SendMessageProcessor.sendMessage``.
     """
     cfg = state.config
+    if not msg.body and sem.empty_body_npe():
+        return state, empty_body_npe()
     props = sem.request_properties(msg.properties, "DefaultRegion", True)  # rule: put/stored-properties
     checked = msg_check(state, msg.topic, msg.queue_id, msg.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
@@ -374,7 +397,9 @@ def send(
                 f"the broker[{cfg.store_host[0]}] sending transaction message is forbidden",
                 "put/reject-transaction-message",
             )
-        inner = half_message(inner, sem)
+        inner = half_message(
+            inner, sem
+        )  # rule: timer/transactional: type NOT now, so the timer hook takes it
         state = ensure_topic(state, HALF_TOPIC, 1)
     result = store_put(state, inner, now, sem)
     if isinstance(result, Rejected):

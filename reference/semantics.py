@@ -9,6 +9,7 @@ around it stay the reference's.
 from __future__ import annotations
 
 import unicodedata
+from typing import TYPE_CHECKING
 
 from . import topics
 from .constants import (
@@ -27,6 +28,9 @@ from .constants import (
 from .javanum import parse_int, parse_long
 from .properties import encode_properties
 from .records import Props
+
+if TYPE_CHECKING:
+    from .state import TimerState
 
 _JAVA_WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
 _NO_BREAK_SPACES = frozenset("\u00a0\u2007\u202f")
@@ -231,6 +235,92 @@ def check_due(age_ms: int, immunity_ms: int) -> bool:
     return age_ms > immunity_ms or age_ms <= -1
 
 
+def java_long(value: int) -> int:
+    """A Java ``long`` result: wraps modulo 2**64."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def timer_message(props: Props) -> bool:
+    """``checkIfTimerMessage`` for a message with no ``DELAY`` > 0, outside the timer topic: one of
+    ``TIMER_DELIVER_MS``, ``TIMER_DELAY_MS``, ``TIMER_DELAY_SEC`` is there and ``TIMER_OUT_MS`` is not.
+
+    rule: timer/timer-message
+    """
+    if Prop.TIMER_OUT_MS in props:
+        return False
+    return Prop.TIMER_DELIVER_MS in props or Prop.TIMER_DELAY_MS in props or Prop.TIMER_DELAY_SEC in props
+
+
+def timer_deliver_ms(sec: str | None, ms: str | None, deliver: str | None, now: int) -> int | None:
+    """The deliver time of ``transformTimerMessage``: ``TIMER_DELAY_SEC`` first (now + s × 1000), then
+    ``TIMER_DELAY_MS`` (now + ms), then ``TIMER_DELIVER_MS``; each read with ``Long.parseLong``, in Java
+    ``long`` arithmetic. None: the value Java cannot read (WHEEL_TIMER_MSG_ILLEGAL). rule: timer/deliver-time
+
+    post: sec is None or parse_long(sec) is not None or __return__ is None
+    post: sec is not None or ms is None or parse_long(ms) is not None or __return__ is None
+    """
+    if sec is not None:
+        v = parse_long(sec)
+        return None if v is None else java_long(now + java_long(v * 1000))
+    if ms is not None:
+        v = parse_long(ms)
+        return None if v is None else java_long(now + v)
+    return parse_long(deliver)
+
+
+def timer_too_far(deliver: int, now: int, max_delay_sec: int) -> bool:
+    """A deliver time further than ``timerMaxDelaySec`` from now is refused. rule: timer/max-delay
+
+    pre: deliver > now
+    post: __return__ == (deliver - now > max_delay_sec * 1000)
+    """
+    return deliver - now > max_delay_sec * 1000
+
+
+def timer_round(deliver: int, precision: int) -> int:
+    """``TIMER_OUT_MS``: the deliver time floored to the precision, one precision less when it is a multiple
+    of it: the slot before the one the deliver time opens. rule: timer/precision
+
+    pre: deliver > 0
+    pre: precision > 0
+    post: __return__ % precision == 0
+    post: deliver - precision <= __return__ < deliver
+    """
+    return deliver - precision if deliver % precision == 0 else deliver // precision * precision
+
+
+def timer_slot_due(slot: int, now: int, precision: int) -> bool:
+    """A slot is read once the write time (the clock floored to the precision) is past it: at
+    ``slot + precision``. rule: timer/due-time
+
+    pre: precision > 0
+    pre: now >= 0
+    pre: slot % precision == 0
+    post: __return__ == (now >= slot + precision)
+    """
+    return slot < now // precision * precision
+
+
+def timer_roll_target(out_ms: int, write: int, slots: int, precision: int) -> tuple[int, bool]:
+    """``doEnqueue``: where the wheel takes a message, and whether that is only a roll. A message
+    ``timerRollWindowSlot`` slots or more ahead of the write time goes to an intermediate slot: half a
+    window ahead when less than a third of a window would be left after a whole one, else a whole window.
+    rule: timer/roll
+
+    pre: slots >= 2
+    pre: precision > 0
+    post: __return__[1] == (out_ms - write >= slots * precision)
+    post: __return__[1] or __return__[0] == out_ms
+    post: not __return__[1] or write < __return__[0] <= out_ms
+    """
+    window = slots * precision
+    if out_ms - write < window:
+        return out_ms, False
+    if out_ms - write - window < slots // 3 * precision:
+        return write + slots // 2 * precision, True
+    return write + window, True
+
+
 class Semantics:
     """The reference's decisions (4.9.x). Subclasses: the 5.x profile and the mutants."""
 
@@ -362,6 +452,12 @@ class Semantics:
         if _utf16_len(encode_properties(stored)) > 32767:
             return "MESSAGE_ILLEGAL"
         return None
+
+    def empty_body_npe(self) -> bool:
+        """An empty request body (decoded as none) throws in the send processor's message context before
+        anything is checked: 5.1.0-5.5.0 read its length there (4.9.x does not). rule: put/message-illegal,
+        batch/broker-illegal"""
+        return False
 
     def strips_wait(self) -> bool:
         """A sent message's stored string leaves out WAIT (4.9.1-4.9.8). rule: put/stored-properties"""
@@ -504,6 +600,74 @@ class Semantics:
         """Pulling at exactly the max offset answers PULL_NOT_FOUND. rule: pull/status-codes"""
         return Code.PULL_NOT_FOUND
 
+    # -- the 5.x timer: decisions read by ``timer.py``, reached only where ``has_timer`` ------------------
+
+    def has_timer(self) -> bool:
+        """4.9.x has no timer: the timer properties are user properties. rule: timer/timer-message"""
+        return False
+
+    def timer_message(self, props: Props) -> bool:
+        return timer_message(props)
+
+    def timer_enabled(self, timer_wheel_enable: bool) -> bool:
+        """``timerWheelEnable``. rule: timer/disabled"""
+        return timer_wheel_enable
+
+    def timer_deliver_ms(self, props: Props, now: int) -> int | None:
+        return timer_deliver_ms(
+            props.get(Prop.TIMER_DELAY_SEC),
+            props.get(Prop.TIMER_DELAY_MS),
+            props.get(Prop.TIMER_DELIVER_MS),
+            now,
+        )
+
+    def timer_too_far(self, deliver: int, now: int, max_delay_sec: int) -> bool:
+        return timer_too_far(deliver, now, max_delay_sec)
+
+    def timer_round(self, deliver: int, precision: int) -> int:
+        return timer_round(deliver, precision)
+
+    def timer_slot_due(self, slot: int, now: int, precision: int) -> bool:
+        return timer_slot_due(slot, now, precision)
+
+    def timer_slot_readable_at(self, slot: int, precision: int) -> int:
+        """The first instant ``timer_slot_due`` holds for ``slot``. rule: timer/due-time"""
+        return slot + precision
+
+    def timer_roll_target(self, out_ms: int, write: int, slots: int, precision: int) -> tuple[int, bool]:
+        return timer_roll_target(out_ms, write, slots, precision)
+
+    def timer_past(self, deliver: int, now: int) -> bool:
+        """A deliver time not after now is no timer at all: stored at once. rule: timer/past-deliver-time"""
+        return deliver <= now
+
+    def timer_real(self, props: Props, topic: str, queue_id: int) -> tuple[str, str]:
+        """REAL_TOPIC and REAL_QID of the timer record: the message's own topic and queue, whatever it
+        carried (a half message's are the half topic's by then). rule: timer/rewrite, timer/transactional"""
+        return topic, str(queue_id)
+
+    def timer_queue(self, queue_id: int) -> int:
+        """The timer topic's queue: 0. rule: timer/rewrite"""
+        return 0
+
+    def timer_skips_unreadable(self) -> bool:
+        """``timerSkipUnknownError`` is false: an unreadable record stops the timer. rule: timer/stuck"""
+        return False
+
+    def timer_after_restart(self, checkpoint: TimerState, current: TimerState) -> TimerState:
+        """What the timer comes back to: its last checkpoint. rule: timer/restart"""
+        return checkpoint
+
+    def timer_cancelled(self, uniq_key: str | None, cancelled: set[str]) -> bool:
+        """A message of a slot whose UNIQ_KEY a cancel marker of the same slot names is not put.
+        rule: timer/cancel"""
+        return uniq_key is not None and uniq_key in cancelled
+
+    def timer_copy_props(self, props: Props) -> Props:
+        """The delivered copy's stored properties: the timer record's, with the timer's own added.
+        rule: timer/delivered-copy"""
+        return props
+
     def creatable_group_name(self, group: str) -> bool:
         """4.9.x auto-creates a group of any name. rule: sendback/group-lookup"""
         return True
@@ -531,6 +695,10 @@ class V5Semantics(Semantics):
     """The 5.x profile's differences: Apache RocketMQ 5.5.0 (facts §4.4, §5.4)."""
 
     name = "5.x"
+
+    def has_timer(self) -> bool:
+        # rule: timer/timer-message (5.0.0+: HookUtils.handleScheduleMessage and the TimerMessageStore)
+        return True
 
     # -- the put path of 5.5.0 (rule ids on each) ----------------------------------------------------------
 
@@ -571,6 +739,10 @@ class V5Semantics(Semantics):
         if "INNER_NUM" in props or sys_flag & INNER_BATCH:
             return "MESSAGE_ILLEGAL"
         return None
+
+    def empty_body_npe(self) -> bool:
+        # rule: put/message-illegal, batch/broker-illegal (5.1.0+: buildMsgContext reads the body's length)
+        return True
 
     def strips_wait(self) -> bool:
         # rule: put/stored-properties (5.x stores WAIT)

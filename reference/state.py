@@ -21,6 +21,7 @@ from .constants import (
     PERM_RW,
     SCHEDULE_QUEUE_NUM,
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
 )
 from .records import CQEntry, Props, QueueKey, Record
 
@@ -77,6 +78,40 @@ class Store:
 
 
 @attrs.frozen
+class WheelEntry:
+    """One entry of the timer wheel (a TimerLog unit): which timer record, when the timer read it.
+
+    ``enqueue_ms`` is the timer's write time when it read the record (``currWriteTimeMs``, a multiple of
+    the precision): it becomes the delivered copy's ``TIMER_ENQUEUE_MS``. ``roll``: the entry only moves the
+    message nearer (MAGIC_ROLL); ``delete``: the record is a cancel marker (MAGIC_DELETE). rule: timer/roll
+    """
+
+    commit_log_offset: int
+    enqueue_ms: int
+    roll: bool = False
+    delete: bool = False
+
+
+@attrs.frozen
+class TimerState:
+    """The 5.x timer (``TimerMessageStore``): how far it has read the timer queue, and its wheel.
+
+    ``wheel`` maps a slot's time (a multiple of the precision) to its entries in the order they were
+    written; a slot is read, and emptied, once the write time has passed it. ``checkpoint`` is the state
+    the last flush saved (``timercheck``, ``timerwheel``, ``timerlog``): a restart comes back to it.
+    rule: timer/due-time, timer/restart
+    """
+
+    enqueued: int = 0  # entries of the timer queue read so far (currQueueOffset)
+    wheel: immutables.Map[int, tuple[WheelEntry, ...]] = attrs.field(factory=immutables.Map)
+    checkpoint: TimerState | None = None
+
+    def saved(self) -> TimerState:
+        """This state as the flush saves it."""
+        return attrs.evolve(self, checkpoint=None)
+
+
+@attrs.frozen
 class BrokerState:
     """Everything a broker remembers. A value: transitions return a new one."""
 
@@ -97,6 +132,7 @@ class BrokerState:
     # until the first END_TRANSACTION creates the queue's context).
     tx_op_pending: tuple[str, ...] = ()
     tx_op_last_write: int | None = None
+    timer: TimerState = attrs.field(factory=TimerState)
 
     def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
         return attrs.evolve(self, topics=self.topics.set(topic, config))
@@ -105,7 +141,8 @@ class BrokerState:
 def initial_state(config: BrokerConfig) -> BrokerState:
     """A fresh broker: the default topic TBW102 (defaultTopicQueueNums queues, 8 by default) and
     SCHEDULE_TOPIC_XXXX (18 queues) exist; under the 5.x profile also the half and op topics (1 queue each:
-    TopicConfigManager's constructor, 5.0.0-5.5.0). rule: config/defaults, pull/unknown-topic
+    TopicConfigManager's constructor, 5.0.0-5.5.0) and, with the timer on, rmq_sys_wheel_timer (one queue).
+    rule: config/defaults, pull/unknown-topic, timer/rewrite
     """
     tbw = config.default_topic_queue_nums
     topics: dict[str, TopicConfig] = {
@@ -115,6 +152,8 @@ def initial_state(config: BrokerConfig) -> BrokerState:
     if config.profile is Profile.V5:
         topics[HALF_TOPIC] = TopicConfig(1, 1)
         topics[OP_TOPIC] = TopicConfig(1, 1)
+        if config.timer_wheel_enable:
+            topics[TIMER_TOPIC] = TopicConfig(1, 1)
     return BrokerState(config=config, topics=immutables.Map(topics))
 
 

@@ -130,6 +130,15 @@ def start_cmd(
     timeout: Annotated[
         float, typer.Option("--timeout", help="seconds to wait for the broker to answer")
     ] = 60.0,
+    proxy: Annotated[
+        bool,
+        typer.Option(
+            "--proxy", help="5.x: run rocketmq-proxy in local mode (it embeds the broker) and serve gRPC too"
+        ),
+    ] = False,
+    grpc_port: Annotated[
+        int, typer.Option("--grpc-port", help="the proxy's gRPC port (with --proxy)")
+    ] = 8081,
 ) -> None:
     """Start a broker with a fresh store and a broker.conf generated from the profile; wait until it answers."""
     from rmqspec.adapters.apache.launcher import ApacheBroker, BrokerError
@@ -145,7 +154,22 @@ def start_cmd(
         config = load_profile(profile, f"127.0.0.1:{port}").config
     except ProfileError as e:
         raise _fail(str(e)) from None
-    broker = ApacheBroker(v, config, store, port, isolation=iso, fresh=fresh, boot_timeout=timeout)
+    if not 1 <= grpc_port <= 65535:
+        raise _fail(f"--grpc-port {grpc_port}: use 1-65535")
+    try:
+        broker = ApacheBroker(
+            v,
+            config,
+            store,
+            port,
+            isolation=iso,
+            fresh=fresh,
+            boot_timeout=timeout,
+            proxy=proxy,
+            grpc_port=grpc_port,
+        )
+    except BrokerError as e:
+        raise _fail(str(e)) from None
     try:
         with _interruptible():
             host, bound = broker.start()
@@ -158,6 +182,11 @@ def start_cmd(
     console.print(
         f"broker {v} answers on {host}:{bound} (pid {broker.pid}, up in {broker.boot_seconds or 0:.1f} s)"
     )
+    if proxy:
+        console.print(
+            f"  gRPC:  the proxy (local mode) serves {host}:{grpc_port}: "
+            f"rmqspec conform --target 'grpc://{host}:{grpc_port}?admin={host}:{bound}' --profile FILE"
+        )
     console.print(f"  store: {broker.dir}")
     console.print(f"  log:   {broker.log_path}")
     if broker.netns is not None:

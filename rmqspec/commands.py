@@ -104,6 +104,10 @@ def conform_cmd(
                 chaos=chaos,
             )
     except (TargetSpecError, ScenarioError) as e:
+        if report:  # the report is always written: here it says why nothing was judged
+            report.parent.mkdir(parents=True, exist_ok=True)
+            doc = {"target": target, "passed": False, "exit_code": 2, "error": str(e)}
+            report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         raise _fail(str(e)) from None
     if report:
         rep.write_json(report)

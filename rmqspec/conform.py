@@ -34,7 +34,7 @@ from rmqspec.conformance.suite import (
     run_wall,
 )
 from rmqspec.conformance.workload import Chaos, run_workload
-from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.config import BrokerConfig, Profile
 from rmqspec.reference.model import Model
 
 __all__ = [
@@ -124,10 +124,45 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             return apache_target(spec.removeprefix("apache:"), profile)
         except (ValueError, OSError) as e:
             raise TargetSpecError(str(e)) from None
+    if spec.startswith(("grpc://", "apache-proxy:")):
+        return grpc_wall_target(spec, profile)
     raise TargetSpecError(
-        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
-        "or apache:VERSION)"
+        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT, "
+        "apache:VERSION, grpc://HOST:PORT or apache-proxy:VERSION)"
     )
+
+
+def grpc_wall_target(spec: str, profile: Path | None) -> WallTarget:
+    """``grpc://HOST:PORT[?admin=HOST:PORT]`` or ``apache-proxy:VERSION``: a 5.x broker behind its proxy."""
+    try:
+        from rmqspec.adapters.grpc.deploy import ApacheProxyTarget, FixedGrpc, GrpcSpecError, parse_grpc
+        from rmqspec.adapters.grpc.target import GrpcProfile
+    except ImportError as e:
+        raise TargetSpecError(
+            f"--target {spec!r} needs the gRPC extra (pip install 'rmqspec[grpc]': grpcio, protobuf, "
+            f"rocketmq-python-client): {e}"
+        ) from None
+    tp = remoting_profile("remoting://127.0.0.1:1", profile)
+    if tp.config.profile is not Profile.V5:
+        raise TargetSpecError(
+            f'--target {spec!r} is a 5.x broker behind the gRPC proxy: give a profile with profile: "5.x"'
+        )
+    if spec.startswith("apache-proxy:"):
+        from rmqspec.adapters.apache.versions import UnknownVersion, pinned
+
+        try:
+            row = pinned(spec.removeprefix("apache-proxy:"))
+        except UnknownVersion as e:
+            raise TargetSpecError(str(e)) from None
+        if not row.proxy:
+            raise TargetSpecError(f"Apache RocketMQ {row.version} has no gRPC proxy (a 5.x artifact)")
+        gp = GrpcProfile("127.0.0.1", 8081, tp.config, None, spec, tp.timeout_s, tp.epsilon_ms)
+        return ApacheProxyTarget(row.version, gp, spec)
+    try:
+        host, port, admin = parse_grpc(spec)
+    except GrpcSpecError as e:
+        raise TargetSpecError(str(e)) from None
+    return FixedGrpc(GrpcProfile(host, port, tp.config, admin, spec, tp.timeout_s, tp.epsilon_ms), spec)
 
 
 def probe(tp: TargetProfile, spec: str) -> None:
@@ -150,7 +185,13 @@ def probe(tp: TargetProfile, spec: str) -> None:
 
 
 def is_wall(spec: str) -> bool:
-    return spec == "served" or spec.startswith(("served:", "remoting://", "apache:"))
+    return spec == "served" or spec.startswith(
+        ("served:", "remoting://", "apache:", "grpc://", "apache-proxy:")
+    )
+
+
+def is_grpc(spec: str) -> bool:
+    return spec.startswith(("grpc://", "apache-proxy:"))
 
 
 def conform(
@@ -174,6 +215,56 @@ def conform(
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
     the workload. Raises TargetSpecError for a target or profile that cannot be used."""
     scenarios = scenarios if scenarios is not None else catalogue()
+    stamp = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "profile": None if profile is None else str(profile),
+        "rmqspec": _version(),
+    }
+    rep = _conform(
+        target,
+        scenarios,
+        examples=examples,
+        steps=steps,
+        epsilon_ms=epsilon_ms,
+        save_dir=save_dir,
+        progress=progress,
+        seed=seed,
+        shrink=shrink,
+        profile=profile,
+        workload_seconds=workload_seconds,
+        max_wait_ms=max_wait_ms,
+        concurrency=concurrency,
+        chaos=chaos,
+    )
+    return attrs.evolve(rep, settings={**stamp, **rep.settings})
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rmqspec")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _conform(
+    target: str,
+    scenarios: list[Scenario],
+    *,
+    examples: int,
+    steps: int,
+    epsilon_ms: int | None,
+    save_dir: Path | None,
+    progress: Callable[[int, int, str], None] | None,
+    seed: int | None,
+    shrink: bool,
+    profile: Path | None,
+    workload_seconds: float,
+    max_wait_ms: int,
+    concurrency: int,
+    chaos: bool,
+) -> Report:
     if is_wall(target):
         if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
             raise TargetSpecError(
@@ -184,7 +275,8 @@ def conform(
             epsilon_ms=epsilon_ms or None,
             max_wait_ms=max_wait_ms,
             concurrency=concurrency,
-            workload_seconds=workload_seconds,
+            # the workload reads queues by offset and sends with the broker's own properties: remoting only
+            workload_seconds=0 if is_grpc(target) else workload_seconds,
             seed=seed or 0,
             save_dir=save_dir,
             chaos=chaos,

@@ -21,7 +21,14 @@ from rmqspec.adapters.apache.launcher import ApacheBroker, BrokerError, BrokerSt
 from rmqspec.adapters.apache.netns import Netns
 from rmqspec.adapters.apache.versions import DEFAULT_VERSION, PINNED, UnknownVersion, pinned
 from rmqspec.adapters.remoting.profile import load_profile
-from rmqspec.reference.config import BROKER_CONF_KEYS, BrokerConfig, Profile, config_from_broker_conf
+from rmqspec.reference.config import (
+    BROKER_CONF_KEYS,
+    FIVE_ONLY_KEYS,
+    BrokerConfig,
+    Profile,
+    conf_keys,
+    config_from_broker_conf,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = REPO / "profiles" / "short-levels.yaml"
@@ -50,11 +57,23 @@ def test_the_short_levels_profile_becomes_the_broker_conf_it_names() -> None:
 def test_every_model_default_is_written_out_so_the_broker_cannot_fall_back_to_its_own() -> None:
     keys = model_keys(BrokerConfig())
     # Every broker.conf key the model knows, except the two subscription-group settings (checked below).
-    assert set(keys) >= set(BROKER_CONF_KEYS) - {"retryMaxTimes", "retryQueueNums"}
+    assert set(keys) >= set(conf_keys(Profile.V4_9)) - {"retryMaxTimes", "retryQueueNums"}
     assert keys["transactionCheckInterval"] == "60000"  # the 4.9 default; a 5.x broker's own is 30000
     assert keys["defaultTopicQueueNums"] == str(BrokerConfig().default_topic_queue_nums)
     assert keys["brokerPermission"] == "6"
     assert model_keys(BrokerConfig(broker_writable=False))["brokerPermission"] == "4"
+    assert not set(keys) & FIVE_ONLY_KEYS  # a 4.9 broker has no timer
+
+
+def test_a_five_broker_gets_the_timer_settings_too() -> None:
+    config = BrokerConfig(profile=Profile.V5, timer_precision_ms=300, timer_roll_window_slot=2)
+    keys = model_keys(config)
+    assert set(keys) >= set(BROKER_CONF_KEYS) - {"retryMaxTimes", "retryQueueNums"}
+    assert keys["timerWheelEnable"] == "true"
+    assert keys["timerPrecisionMs"] == "200"  # setTimerPrecisionMs snaps 300 to 200: the broker runs with 200
+    assert keys["timerMaxDelaySec"] == "259200" and keys["timerRollWindowSlot"] == "2"
+    assert keys["timerFlushIntervalMs"] == "1000"
+    assert keys["transactionCheckInterval"] == "30000"
 
 
 def test_a_broker_conf_read_back_gives_the_same_model_config() -> None:
@@ -311,3 +330,23 @@ def test_a_broker_that_does_not_answer_in_time_is_killed(
     pid = broker._pid
     assert pid is not None and not pid_alive(pid)
     assert broker.last_stop is not None and broker.last_stop.startswith("killed (SIGKILL)")
+
+
+def test_the_proxy_runs_in_local_mode_with_our_config(tmp_path: Path) -> None:
+    with pytest.raises(BrokerError, match="no proxy"):
+        ApacheBroker("4.9.7", proxy=True)
+    b = ApacheBroker("5.5.0", BrokerConfig(profile=Profile.V5), tmp_path / "b", isolation="host", proxy=True)
+    conf = b._proxy_conf()
+    assert conf["proxyMode"] == "local" and conf["grpcServerPort"] == 8081
+    assert conf["enableTopicMessageTypeCheck"] is False and conf["remotingListenPort"] == 10911 - 3
+    if os.environ.get("JAVA_HOME") is None and not any(
+        (Path(p) / "java").is_file() for p in os.environ.get("PATH", "").split(os.pathsep)
+    ):
+        return  # the command names java; nothing else to see without it
+    cmd = b._command("cp.jar", tmp_path)
+    main = cmd[cmd.index("cp.jar") + 1 :]
+    assert main[:3] == ["org.apache.rocketmq.proxy.ProxyStartup", "-pm", "local"]
+    assert main[3:5] == ["-bc", str(tmp_path / "broker.conf")] and main[5:] == [
+        "-pc",
+        str(tmp_path / "rmq-proxy.json"),
+    ]

@@ -50,9 +50,14 @@ def test_cli_conform_exit_codes(tmp_path: Path) -> None:
     unknown = runner.invoke(app, ["conform", "--target", "mutant:nope"])
     assert unknown.exit_code == 2
     assert "unknown mutant" in unknown.output
-    remote = runner.invoke(app, ["conform", "--target", "remoting://127.0.0.1:1"])
+    remote = runner.invoke(
+        app, ["conform", "--target", "remoting://127.0.0.1:1", "--report", str(tmp_path / "e.json")]
+    )
     assert remote.exit_code == 2
     assert "cannot connect to 127.0.0.1:1" in remote.output and "Traceback" not in remote.output
+    # the report is written even when nothing could be judged, and says why
+    error = json.loads((tmp_path / "e.json").read_text())
+    assert error["exit_code"] == 2 and "cannot connect to 127.0.0.1:1" in error["error"]
 
 
 def test_scenarios_dump_is_json(tmp_path: Path) -> None:

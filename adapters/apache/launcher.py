@@ -60,6 +60,11 @@ from .versions import DEFAULT_VERSION, ApacheVersion, UnknownVersion, pinned
 T = TypeVar("T")
 Isolation = Literal["auto", "netns", "host"]
 MAIN_CLASS = "org.apache.rocketmq.broker.BrokerStartup"
+# The 5.x proxy in local mode: one JVM running the gRPC (and its remoting) server and the broker it embeds,
+# built by BrokerStartup from the same broker.conf (``ProxyStartup.createBrokerController``).
+PROXY_MAIN_CLASS = "org.apache.rocketmq.proxy.ProxyStartup"
+PROXY_CONF = "rmq-proxy.json"
+DEFAULT_GRPC_PORT = 8081
 STATE_FILE = "rmqspec-broker.json"
 MARKER = ".rmqspec-store"
 DEFAULT_PORT = 10911
@@ -212,6 +217,18 @@ async def _answers(host: str, port: int, timeout: float) -> bool:
         await client.close()
 
 
+async def _listens(host: str, port: int, timeout: float) -> bool:
+    """Whether something accepts TCP connections on host:port (the proxy's gRPC server)."""
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
 async def _broker_config(host: str, port: int, timeout: float) -> dict[str, str]:
     """The configuration the broker reports over the wire (GET_BROKER_CONFIG), empty if it does not answer."""
     client = RemotingClient(timeout=timeout)
@@ -270,8 +287,15 @@ class ApacheBroker:
         boot_timeout: float = 60.0,
         stop_timeout: float = 60.0,
         cache: Path | None = None,
+        proxy: bool = False,
+        grpc_port: int = DEFAULT_GRPC_PORT,
     ) -> None:
         self.row: ApacheVersion = pinned(version)
+        if proxy and not self.row.proxy:
+            raise BrokerError(f"Apache RocketMQ {version} has no proxy (rocketmq-proxy is a 5.x artifact)")
+        # proxy: run rocketmq-proxy in local mode, which embeds this broker and serves gRPC on grpc_port
+        self.proxy = proxy
+        self.grpc_port = grpc_port
         self.config = config if config is not None else BrokerConfig()
         self.port = port
         self.isolation: Isolation = isolation
@@ -424,6 +448,7 @@ class ApacheBroker:
     def _command(self, classpath: str, d: Path) -> list[str]:
         home = d / "home"
         flags = logconfig.install(self.row, home, d / "logs")
+        main = [PROXY_MAIN_CLASS, "-pm", "local", "-bc", str(d / "broker.conf"), "-pc", str(d / PROXY_CONF)]
         cmd = [
             _java(),
             *JAVA_OPTS,
@@ -434,11 +459,32 @@ class ApacheBroker:
             *flags,
             "-cp",
             classpath,
-            MAIN_CLASS,
-            "-c",
-            str(d / "broker.conf"),
+            *(main if self.proxy else [MAIN_CLASS, "-c", str(d / "broker.conf")]),
         ]
         return (self.netns.exec_prefix() if self.netns is not None else []) + cmd
+
+    def _proxy_conf(self) -> dict[str, object]:
+        """rmq-proxy.json: local mode, the gRPC port, the proxy's own remoting port one below the broker's
+        VIP channel, a name server address nobody answers on, and no check of a topic's message type (one
+        topic takes every type, as a broker reached over remoting does), and receives that may come back
+        empty after 100 ms."""
+        return {
+            "rocketMQClusterName": self.config.cluster_name,
+            "proxyMode": "local",
+            # Local mode insists on a name server address (MQClientAPIFactory); none runs there. The proxy
+            # serves what rmqspec asks of it without one (routes come from the embedded broker's topics).
+            "namesrvAddr": "127.0.0.1:9876",
+            "grpcServerPort": self.grpc_port,
+            "remotingListenPort": self.port - 3,
+            "enableTopicMessageTypeCheck": False,
+            # a receive that finds nothing answers after this long (default 5 s): the suite polls
+            "grpcClientConsumerMinLongPollingTimeoutMillis": 100,
+        }
+
+    @property
+    def grpc_address(self) -> tuple[str, int] | None:
+        """Where the proxy serves gRPC (None: no proxy, or not running)."""
+        return (self.host, self.grpc_port) if self.proxy and self.host is not None and self.alive else None
 
     def start(self) -> tuple[str, int]:
         """Start the broker and wait until it answers on the wire; its (host, port).
@@ -461,7 +507,8 @@ class ApacheBroker:
             if not self._prepared:
                 self._prepare_dir()
             try:
-                cp = resolve(self.version, cache=self.cache)
+                artifact = "rocketmq-proxy" if self.proxy else "rocketmq-broker"
+                cp = resolve(self.version, artifact, cache=self.cache)
             except (ResolveError, UnknownVersion) as e:
                 raise BrokerError(str(e)) from None
             return self._start(cp.java_arg())
@@ -483,6 +530,8 @@ class ApacheBroker:
             "The model's settings first (reference.config.BROKER_CONF_KEYS), then rmqspec's fixed keys."
         )
         (d / "broker.conf").write_text(render(conf, header), encoding="utf-8")
+        if self.proxy:
+            _write_json(d / PROXY_CONF, self._proxy_conf())
         cmd = self._command(classpath, d)
         log = d / "logs" / "broker.log"
         offset = log.stat().st_size if log.exists() else 0
@@ -512,7 +561,9 @@ class ApacheBroker:
             code = self._proc.poll()
             if code is not None:
                 raise self._fail(f"exited with code {code} while starting")
-            if _run_async(lambda: _answers(self.host or "", self.port, 1.0)):
+            if _run_async(lambda: _answers(self.host or "", self.port, 1.0)) and (
+                not self.proxy or _run_async(lambda: _listens(self.host or "", self.grpc_port, 1.0))
+            ):
                 break
             if time.monotonic() > deadline:
                 raise self._fail(f"did not answer on {self.host}:{self.port} within {self.boot_timeout:g} s")

@@ -81,7 +81,7 @@ class ApacheTarget:
 
     @property
     def features(self) -> frozenset[Feature]:
-        return RemotingTarget.features_of(self.profile) | {Feature.RESTART}
+        return RemotingTarget.features_of(self.profile) | {Feature.RESTART, Feature.OWN_BROKER}
 
     def open(self, config: BrokerConfig, *, exclusive: bool = False) -> ApacheDeployment:
         line = pinned(self.version).line

@@ -98,7 +98,7 @@ class Served:
 
     @property
     def features(self) -> frozenset[Feature]:
-        return RemotingTarget.features_of(self.profile) | {Feature.RESTART}
+        return RemotingTarget.features_of(self.profile) | {Feature.RESTART, Feature.OWN_BROKER}
 
     def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
         wall = WallClockTarget(self.model(config), name=self.name)

@@ -89,8 +89,11 @@ SYSTEM_TOPICS = frozenset(
         "DefaultCluster",
         "DefaultCluster_REPLY_TOPIC",
         "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC",  # 5.4.0+ forbids sending there (put/forbidden-topic)
+        "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC",
     }
 )
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # 5.x TopicValidator.isSystemTopic: rmq_sys_wheel_timer and its kin
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|_-")
 _MAX_NAME = 127  # topic length limit (facts §1.1); groups are checked by the same validator
 # Properties whose values are topic or group names (translated both ways).
@@ -112,6 +115,7 @@ class Namespace:
         return (
             bool(name)
             and name not in SYSTEM_TOPICS
+            and not name.startswith(SYSTEM_TOPIC_PREFIX)
             and set(name) <= _TOPIC_CHARS
             and len(self.prefix) + len(name) <= _MAX_NAME
             and not name.startswith(self.prefix)
@@ -219,8 +223,9 @@ class RemotingTarget:
 
     @staticmethod
     def features_of(profile: TargetProfile) -> frozenset[Feature]:
-        """What a broker over the wire offers: everything but clock skew and restart, less ``lacks``."""
-        return frozenset(Feature) - LOGICAL_ONLY - {Feature.RESTART} - profile.lacks
+        """What a broker over the wire offers: everything but the logical clock's, restart and a broker of a
+        scenario's own (a target that starts brokers adds those), less ``lacks``."""
+        return frozenset(Feature) - LOGICAL_ONLY - {Feature.RESTART, Feature.OWN_BROKER} - profile.lacks
 
     # --- connections ---------------------------------------------------------------------------------
 
