@@ -24,6 +24,7 @@ The language is integer arithmetic (``+ - * // %``, parentheses, ``min``/``max``
 | ``retry_max`` | ``retryMaxTimes`` (the group default) |
 | ``reserved`` | ``fileReservedTime`` in ms |
 | ``flush`` | the schedule offsets' flush interval (ms; 10 000 in every release) |
+| ``op_sleep`` | how much later a check run that found op messages checks: 1000 ms on the 5.x profile, 0 on 4.9 |
 | ``at(m)`` | when the step that sent ``m`` ran (ms since the scenario started) |
 | ``check(m, k)`` | when the ``k``-th check request for ``m`` arrived (ms since start) |
 | ``now`` | when this step starts (ms since start) |
@@ -51,6 +52,7 @@ from typing import Any
 import attrs
 
 from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.model import semantics_for
 
 FLUSH_DELAY_OFFSET_INTERVAL_MS = 10_000
 
@@ -92,6 +94,7 @@ class Env:
             "retry_max": c.retry_max_times,
             "reserved": c.file_reserved_time_h * 3_600_000,
             "flush": FLUSH_DELAY_OFFSET_INTERVAL_MS,
+            "op_sleep": semantics_for(c.profile).check_op_wait_ms() or 0,
             "now": self.now,
             "precision": c.timer_precision_ms,
             "timer_max": c.timer_max_delay_sec * 1000,
