@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv browser conform conform-real test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
+.PHONY: venv browser conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
@@ -46,10 +46,18 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "note: headless Chromium not found and cannot be installed here (apt-get install chromium)"; fi; }
 
-pytest: $(STAMP) browser
+# Mermaid for the site's diagrams, from the npm registry at the version package-lock.json pins: the site
+# serves it itself, so its diagrams render offline (docs/hooks/diagrams.py).
+SITE_ASSETS := node_modules/mermaid/dist/mermaid.min.js
+$(SITE_ASSETS): package.json package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found (Node.js is needed for the site's Mermaid)"; exit 2; }
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $(SITE_ASSETS)
+
+pytest: $(STAMP) browser $(SITE_ASSETS)
 	$(BIN)/python -m pytest
 
-docs: $(STAMP)
+docs: $(STAMP) $(SITE_ASSETS)
 	$(BIN)/mkdocs build --strict --site-dir site
 
 test: lint typecheck rules crosshair pytest docs conform-real
@@ -77,6 +85,11 @@ conform-real: rocketmq
 	$(BIN)/rmqspec conform --target apache-proxy:5.5.0 --profile $(REAL_PROFILE_5) \
 	  --report out/results/apache-proxy-5.5.0.json --junit out/results/apache-proxy-5.5.0.xml || status=$$?; \
 	exit $$status
+
+# The latest real-broker reports (out/results/, from make conform-real) become the site's results.
+results:
+	@ls out/results/*.json >/dev/null 2>&1 || { echo "no reports in out/results/: run make conform-real first"; exit 2; }
+	cp out/results/*.json docs/results/
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

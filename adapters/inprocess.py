@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from rmqspec.conformance.codec import response_of
 from rmqspec.conformance.contract import (
     ALL_FEATURES,
     LOGICAL_ONLY,
@@ -15,18 +16,8 @@ from rmqspec.conformance.contract import (
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model, Op
 from rmqspec.reference.observations import (
-    Ack,
-    BatchOk,
     CheckRequest,
-    EndTxOk,
-    Found,
-    MaxOffset,
-    NoResponse,
     Observation,
-    PullResult,
-    Rejected,
-    SendBackOk,
-    SendOk,
 )
 
 EPOCH = 1_700_000_000_000  # the logical clock starts here
@@ -79,38 +70,8 @@ class InProcessTarget:
 
 
 def to_response(obs: Observation) -> Response:
-    """The wire view of a model observation."""
-    match obs:
-        case Rejected(code=c, remark=r):
-            return Response(int(c), r)
-        case SendOk(queue_id=q, queue_offset=o, msg_id=m, code=c):
-            return Response(int(c), None, {"queue_id": q, "queue_offset": o, "msg_id": m})
-        case BatchOk(queue_id=q, queue_offset=o, msg_id=m, code=c):
-            return Response(int(c), None, {"queue_id": q, "queue_offset": o, "msg_id": m})
-        case PullResult():
-            return Response(
-                int(obs.code),
-                obs.status.value,  # PullMessageProcessor: remark = GetMessageStatus name (pull/status-codes)
-                {
-                    "next_begin_offset": obs.next_begin_offset,
-                    "min_offset": obs.min_offset,
-                    "max_offset": obs.max_offset,
-                },
-                obs.records,
-            )
-        case SendBackOk(code=c):
-            return Response(int(c))
-        case EndTxOk(code=c, remark=r):
-            return Response(int(c), r)
-        case NoResponse():
-            return Response(0, None, no_response=True)
-        case Found(records=rs, code=c):
-            return Response(int(c), None, {}, rs)
-        case MaxOffset(offset=o, code=c):
-            return Response(int(c), None, {"offset": o})
-        case Ack(code=c):
-            return Response(int(c))
-    raise TypeError(f"unexpected observation {obs!r}")
+    """The wire view of a model observation (the suite's one translation: ``conformance.codec``)."""
+    return response_of(obs)
 
 
 class WallClockTarget:
@@ -187,6 +148,7 @@ class WallClockTarget:
 
     def restart(self, config: BrokerConfig | None = None) -> None:
         with self._lock:
+            self._catch_up()  # the services ran until the restart: what they store after it is later
             if config is not None:
                 self.model = attrs.evolve(self.model, config=config)
                 self.state = attrs.evolve(self.state, config=config)

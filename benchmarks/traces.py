@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.conformance.trace_format import read_parquet_table, rows_of, trace_files, write_parquet
 from rmqspec.conformance.trace_gen import generate_history, write_traces
 from rmqspec.conformance.trace_spark import spark_session, verify
@@ -55,7 +56,14 @@ def main(quick: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="rmqspec-bench-") as tmp:
         data = Path(tmp) / "many"
         t0 = time.perf_counter()
-        _, rows = write_traces(data, histories=histories, events=200, seed=1, files=max(4, cores * 2))
+        _, rows = write_traces(
+            data,
+            histories=histories,
+            events=200,
+            seed=1,
+            files=max(4, cores * 2),
+            make_target=InProcessTarget,
+        )
         print(f"   generated {rows:,} rows in {time.perf_counter() - t0:.1f} s; {cores} CPUs")
         n, s = _timed(lambda: bare_loop(data))
         ceiling = n / s
@@ -111,7 +119,7 @@ def main(quick: bool = False) -> None:
         print("   -- one huge history --")
         huge = Path(tmp) / "huge"
         huge.mkdir()
-        events = generate_history(99, huge_events)
+        events = generate_history(99, huge_events, make_target=InProcessTarget)
         write_parquet(huge / "h.parquet", rows_of("huge", events))
         n, s = _timed(lambda: verify(huge, mode="whole", engine="local").rows_checked)
         whole_rate = n / s

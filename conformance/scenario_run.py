@@ -172,6 +172,7 @@ class _Runner:
         self.rec = RecordingTarget(target)
         self.t: Target = self.rec
         self.config = target.info.config
+        self.initial_config = self.config  # the history checker applies a restart's new settings itself
         self.eps = epsilon_ms
         self.salt = salt
         self.plan = plan
@@ -446,16 +447,23 @@ class _Runner:
             return attrs.evolve(result, reason=result.reason or note)
         from .checker import check_history
 
-        verdict = check_history(self.rec.events, self.config, epsilon_ms=self.eps, shared=self.shared)
+        verdict = check_history(self.rec.events, self.initial_config, epsilon_ms=self.eps, shared=self.shared)
         if verdict.valid == "fail":
-            for a in verdict.anomalies:
-                event = self.rec.events[a.event] if 0 <= a.event < len(self.rec.events) else None
+            # Root causes only: what follows from a cause is counted under it, not reported as a cause.
+            for root in verdict.root_causes:
+                event = self.rec.events[root.event] if 0 <= root.event < len(self.rec.events) else None
                 where = (
-                    f"event {a.event} ({event.f} {event.type} at +{event.time - self.t0} ms)"
+                    f"event {root.event} ({event.f} {event.type} at +{event.time - self.t0} ms)"
                     if event
                     else "history"
                 )
-                self.failures.append(StepFailure(0, "history", f"{a.name} at {where}: {a.message}", a.rule))
+                more = f" ({len(root.causes) - 1} more like it)" if len(root.causes) > 1 else ""
+                follow = f"; {len(root.consequences)} consequences" if root.consequences else ""
+                self.failures.append(
+                    StepFailure(
+                        0, "history", f"{root.name} at {where}: {root.message}{more}{follow}", root.rule
+                    )
+                )
             return attrs.evolve(result, outcome="fail", failures=tuple(self.failures))
         return result
 

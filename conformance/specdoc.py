@@ -54,6 +54,7 @@ AREA_ORDER = (
     "transaction",
     "batch",
     "wire",
+    "history",
 )
 EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "needs", "steps"})
 

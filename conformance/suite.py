@@ -103,8 +103,9 @@ class WallTarget(Protocol):
 class WorkloadSummary:
     operations: int
     verdict: str  # pass / fail / unknown
-    anomalies: tuple[dict[str, Any], ...] = ()
+    anomalies: tuple[dict[str, Any], ...] = ()  # the verdict's root causes, each with its consequences
     reason: str = ""
+    summary: str = ""  # the verdict's paragraph for a broker's author
     history: str | None = None  # where its history was saved
     restarts: int = 0
     acknowledged: int = 0
@@ -439,8 +440,12 @@ def run_wall(
     failure = None
     if summary is not None and summary.verdict != "pass":
         lines = [f"{summary.verdict}: workload of {summary.operations} operations {summary.reason}".rstrip()]
+        if summary.summary:
+            lines.append(summary.summary)
         lines += [
-            f"{a['name']} [{a['rule']}] at event {a['event']}: {a['message']}" for a in summary.anomalies[:20]
+            f"{a['name']} [{a['rule']}] at event {a['event']}: {a['message']}"
+            + (f" ({a['consequence_count']} consequences)" if a.get("consequence_count") else "")
+            for a in summary.anomalies[:20]
         ]
         if summary.history:
             lines.append(f"history saved to {summary.history}")

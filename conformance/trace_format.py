@@ -19,6 +19,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from rmqspec.reference.config import (
+    BROKER_CONF_KEYS,
+    FIVE_ONLY_KEYS,
+    BrokerConfig,
+    ConfigError,
+    Profile,
+    config_from_broker_conf,
+)
+
 from .history import TYPES, Event
 
 SCHEMA_VERSION = 1
@@ -200,15 +209,20 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]], meta: dict[str, Any]
     return n
 
 
-def write_parquet(path: Path, rows: Iterable[dict[str, Any]], row_group_size: int = 200_000) -> int:
+def write_parquet(
+    path: Path,
+    rows: Iterable[dict[str, Any]],
+    row_group_size: int = 200_000,
+    meta: dict[str, Any] | None = None,
+) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     types = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32()}
-    schema = pa.schema(
-        [pa.field(name, types[t]) for name, (t, _) in COLUMNS.items()],
-        metadata={b"rmqspec_trace": str(SCHEMA_VERSION).encode()},
-    )
+    metadata = {b"rmqspec_trace": str(SCHEMA_VERSION).encode()}
+    for key, value in (meta or {}).items():
+        metadata[f"rmqspec_{key}".encode()] = json.dumps(value).encode()
+    schema = pa.schema([pa.field(name, types[t]) for name, (t, _) in COLUMNS.items()], metadata=metadata)
     cols: dict[str, list[Any]] = {name: [] for name in NAMES}
     n = 0
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
@@ -270,13 +284,15 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield _check_row(row, f"{path}:{n}")
 
 
-def read_parquet_table(path: Path) -> Any:
-    """A Parquet trace as a pyarrow table, its schema checked."""
+def read_parquet_table(path: Path, schema_only: bool = False) -> Any:
+    """A Parquet trace as a pyarrow table, its schema checked (names and types). ``schema_only``: the
+    file's metadata (``num_rows``, schema) without reading the rows."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, pa.ArrowException) as e:
         raise TraceError(f"{path}: not a readable Parquet file: {e}") from None
     meta = pf.schema_arrow.metadata or {}
     if meta.get(b"rmqspec_trace") != str(SCHEMA_VERSION).encode():
@@ -284,10 +300,66 @@ def read_parquet_table(path: Path) -> Any:
     missing = [c for c in NAMES if c not in pf.schema_arrow.names]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
+    types = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32()}
+    for name, (t, _) in COLUMNS.items():
+        got = pf.schema_arrow.field(name).type
+        if got != types[t]:
+            raise TraceError(f"{path}: column {name} is {got}, not {t} (the trace schema, docs/traces.md)")
+    if schema_only:
+        return pf.metadata
     try:
         return pf.read(columns=list(NAMES))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, pa.ArrowException) as e:
         raise TraceError(f"{path}: cannot read: {e}") from None
+
+
+def config_to_json(config: BrokerConfig) -> dict[str, Any]:
+    """A broker's settings as a trace records them: broker.conf names, and the spec profile."""
+    out: dict[str, Any] = {"profile": config.profile.value}
+    for key, field in BROKER_CONF_KEYS.items():
+        if key in FIVE_ONLY_KEYS and config.profile is not Profile.V5:
+            continue  # the timer's settings exist on 5.x brokers only
+        value = getattr(config, field)
+        out[key] = config.describe() if field == "delay_levels" else value
+    return out
+
+
+def config_from_json(data: Any, where: str) -> BrokerConfig:
+    if not isinstance(data, dict):
+        raise TraceError(f"{where}: the recorded settings are not a mapping")
+    values = dict(data)
+    try:
+        profile = Profile(str(values.pop("profile", "4.9")))
+        return config_from_broker_conf(values, profile)
+    except (ValueError, ConfigError) as e:
+        raise TraceError(f"{where}: the recorded settings cannot be read: {e}") from None
+
+
+def recorded_config(path: Path) -> BrokerConfig | None:
+    """The broker settings a trace file records (``rmqspec traces generate`` writes them), or None."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.ParquetFile(path).schema_arrow.metadata or {}
+        except (OSError, ValueError) as e:
+            raise TraceError(f"{path}: not a readable Parquet file: {e}") from None
+        raw = meta.get(b"rmqspec_config")
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise TraceError(f"{path}: the recorded settings are not JSON") from None
+        return config_from_json(data, str(path))
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError) as e:
+        raise TraceError(f"{path}:1: cannot read the header: {e}") from None
+    if isinstance(header, dict) and "config" in header:
+        return config_from_json(header["config"], f"{path}:1")
+    return None
 
 
 def read_rows(path: Path) -> Iterator[dict[str, Any]]:

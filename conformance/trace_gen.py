@@ -12,10 +12,9 @@ gives the same history, byte for byte.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.constants import TxAction
 from rmqspec.reference.model import ConsumerSendBack, EndTx, Heartbeat, Model, Pull, Send
@@ -24,8 +23,12 @@ from rmqspec.reference.records import props
 from rmqspec.reference.sendback import SendBack
 from rmqspec.reference.transaction import EndTransaction
 
-from .contract import CheckEvent, TargetError
+from .contract import CheckEvent, Target, TargetError
 from .history import Event, RecordingTarget
+
+# Makes the target a history drives from the model (or mutant) it runs: the in-process target on a
+# logical clock (``rmqspec.adapters.inprocess.InProcessTarget``; a class, so it reaches worker processes).
+TargetMaker = Callable[[Model], Target]
 
 # The settings traces are generated with (the short table of profiles/short-levels.yaml).
 TRACE_CONFIG = BrokerConfig(
@@ -49,12 +52,19 @@ def _model(config: BrokerConfig, mutant: str | None) -> Model:
 
 
 def generate_history(
-    seed: int, events: int, *, config: BrokerConfig = TRACE_CONFIG, mutant: str | None = None
+    seed: int,
+    events: int,
+    *,
+    make_target: TargetMaker,
+    config: BrokerConfig = TRACE_CONFIG,
+    mutant: str | None = None,
 ) -> list[Event]:
-    """About ``events`` events (a few more: the history always ends settled and read to the end)."""
+    """About ``events`` events (a few more: the history always ends settled and read to the end).
+
+    ``make_target`` must give a target on a logical clock, so that the same seed gives the same history.
+    """
     rnd = random.Random(seed)
-    target = InProcessTarget(_model(config, mutant), name=mutant or "reference", start=EPOCH)
-    rec = RecordingTarget(target)
+    rec = RecordingTarget(make_target(_model(config, mutant)))
     topics = [f"T{i}" for i in range(PRODUCERS)]
     delayed = [f"D{i}" for i in range(PRODUCERS)]
     queues = [*topics, *delayed, f"%RETRY%{GROUP}", f"%DLQ%{GROUP}"]
@@ -132,24 +142,29 @@ def generate_history(
     return rec.events
 
 
-def generate(seeds: range, events: int, mutant: str | None = None) -> Iterator[tuple[str, list[Event]]]:
+def generate(
+    seeds: range, events: int, make_target: TargetMaker, mutant: str | None = None
+) -> Iterator[tuple[str, list[Event]]]:
     """``(history_id, events)`` for each seed; the id is the seed in hex (and the mutant's name)."""
     for s in seeds:
-        yield (f"{mutant + ':' if mutant else ''}{s:08x}", generate_history(s, events, mutant=mutant))
+        history = generate_history(s, events, make_target=make_target, mutant=mutant)
+        yield (f"{mutant + ':' if mutant else ''}{s:08x}", history)
 
 
-def _write_file(job: tuple[str, int, int, int, str | None, str]) -> tuple[str, int, int]:
+def _write_file(job: tuple[str, int, int, int, str | None, str, TargetMaker]) -> tuple[str, int, int]:
     """Worker: histories ``first .. first + count - 1`` into one file; returns (path, histories, rows)."""
-    from .trace_format import rows_of, write_jsonl, write_parquet
+    from .trace_format import config_to_json, rows_of, write_jsonl, write_parquet
 
-    path, first, count, events, mutant, fmt = job
+    path, first, count, events, mutant, fmt, make_target = job
 
     def rows() -> Iterator[dict[str, object]]:
-        for hid, evs in generate(range(first, first + count), events, mutant):
+        for hid, evs in generate(range(first, first + count), events, make_target, mutant):
             yield from rows_of(hid, evs)
 
     p = Path(path)
-    n = write_parquet(p, rows()) if fmt == "parquet" else write_jsonl(p, rows(), {"mutant": mutant})
+    # The settings the histories were made with travel in the file: verify judges by them by default.
+    meta = {"mutant": mutant, "config": config_to_json(TRACE_CONFIG)}
+    n = write_parquet(p, rows(), meta=meta) if fmt == "parquet" else write_jsonl(p, rows(), meta)
     return path, count, n
 
 
@@ -158,6 +173,7 @@ def write_traces(
     *,
     histories: int,
     events: int,
+    make_target: TargetMaker,
     seed: int = 0,
     mutant: str | None = None,
     fmt: str = "parquet",
@@ -181,7 +197,7 @@ def write_traces(
     for k in range(files):
         count = per + (1 if k < extra else 0)
         name = out / f"part-{k:05d}.{'parquet' if fmt == 'parquet' else 'jsonl'}"
-        jobs.append((str(name), first, count, events, mutant, fmt))
+        jobs.append((str(name), first, count, events, mutant, fmt, make_target))
         first += count
     if (workers or cores) > 1 and files > 1:
         with Pool(min(workers or cores, files)) as pool:

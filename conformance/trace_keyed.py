@@ -241,7 +241,7 @@ def check_queues(rec: pd.DataFrame) -> pd.DataFrame:
     n = rec.groupby(["history_id", "topic", "queue", "offset"], sort=False)["uniq"].nunique().reset_index()
     bad = n[n["uniq"] > 1].assign(uniq="")
     return _anomalies(
-        bad, "dispatch/in-order", "queue-conflict", bad["topic"] + ":" + bad["queue"].astype(str)
+        bad, "dispatch/in-order", "inconsistent-queue", bad["topic"] + ":" + bad["queue"].astype(str)
     )
 
 

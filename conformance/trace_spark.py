@@ -33,7 +33,17 @@ import pandas as pd
 from rmqspec.reference.config import BrokerConfig
 
 from .checker import check_history
-from .trace_format import COLUMNS, NAMES, TraceError, events_of, read_parquet_table, read_rows, trace_files
+from .trace_format import (
+    COLUMNS,
+    NAMES,
+    TraceError,
+    config_to_json,
+    events_of,
+    read_parquet_table,
+    read_rows,
+    recorded_config,
+    trace_files,
+)
 from .trace_gen import TRACE_CONFIG
 from .trace_keyed import (
     ANOMALY_COLUMNS,
@@ -60,6 +70,10 @@ class VerifyResult:
     lateness: tuple[tuple[int, int], ...]  # (delay level, ms late) samples
     ladder: tuple[tuple[int, int], ...]  # (reconsumeTimes of the copy, ms from send-back to copy)
     seconds: float
+    # (history, rule, anomaly, message) of every anomaly of a failed history (whole mode), and the settings
+    # the traces were judged by (broker.conf names)
+    anomalies: tuple[tuple[str, str, str, str], ...] = ()
+    config: dict[str, Any] = attrs.field(factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -77,6 +91,11 @@ class VerifyResult:
             "anomalies_by_rule": self.by_rule,
             "failed_histories": list(self.failed[:1000]),
             "failed_count": len(self.failed),
+            "judged_against": self.config,
+            "anomalies": [
+                {"history": h, "rule": rule, "name": name, "message": msg}
+                for h, rule, name, msg in self.anomalies
+            ],
             "seconds": round(self.seconds, 3),
             "passed": self.passed,
         }
@@ -150,15 +169,17 @@ def check_file(path: str, eps: int, config: BrokerConfig = TRACE_CONFIG) -> Iter
         yield judge(current, rows)
 
 
-def check_files(paths: Iterable[str], eps: int) -> Iterator[dict[str, Any]]:
+def check_files(
+    paths: Iterable[str], eps: int, config: BrokerConfig = TRACE_CONFIG
+) -> Iterator[dict[str, Any]]:
     for p in paths:
-        yield from check_file(p, eps)
+        yield from check_file(p, eps, config)
 
 
-def _mapinpandas_worker(eps: int) -> Any:
+def _mapinpandas_worker(eps: int, config: BrokerConfig) -> Any:
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:  # one row per file: batches never split a file
-            rows = list(check_files(frame["path"].tolist(), eps))
+            rows = list(check_files(frame["path"].tolist(), eps, config))
             out = pd.DataFrame(rows, columns=RESULT_COLUMNS)
             yield pd.DataFrame({c: out[c].to_numpy(dtype=object) for c in RESULT_COLUMNS})
 
@@ -181,34 +202,41 @@ def spark_session(master: str, app: str = "rmqspec traces verify") -> Any:
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
     )
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
+    try:
+        spark = (
+            SparkSession.builder.master(master)
+            .appName(app)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+    except Exception as e:  # JAVA_GATEWAY_EXITED, a bad master URL, no Java: say which, in one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TraceError(
+            f"cannot start Spark with --master {master}: {first} (use local[N], spark://HOST:PORT, or "
+            "--engine local to check without Spark)"
+        ) from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 def _collect_whole(
-    files: list[str], eps: int, engine: str, spark: Any | None, workers: int
+    files: list[str], eps: int, engine: str, spark: Any | None, workers: int, config: BrokerConfig
 ) -> list[dict[str, Any]]:
     if engine == "local":
-        return list(check_files(files, eps))
+        return list(check_files(files, eps, config))
     if engine == "pool":
         from multiprocessing import Pool
 
         with Pool(workers) as pool:
-            parts = pool.starmap(_pool_job, [(f, eps) for f in files])
+            parts = pool.starmap(_pool_job, [(f, eps, config) for f in files])
         return [r for part in parts for r in part]
     assert spark is not None
     if engine == "rdd":
         sc = spark.sparkContext
-        rdd = sc.parallelize(files, len(files)).mapPartitions(lambda it: check_files(list(it), eps))
+        rdd = sc.parallelize(files, len(files)).mapPartitions(lambda it: check_files(list(it), eps, config))
         return list(rdd.collect())
     if engine == "pandas":
         from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -225,13 +253,13 @@ def _collect_whole(
             ]
         )
         paths = spark.createDataFrame([(f,) for f in files], ["path"]).repartition(len(files))
-        out = paths.mapInPandas(_mapinpandas_worker(eps), schema=schema)
+        out = paths.mapInPandas(_mapinpandas_worker(eps, config), schema=schema)
         return [r.asDict() for r in out.collect()]
     raise ValueError(f"unknown engine {engine!r}")
 
 
-def _pool_job(path: str, eps: int) -> list[dict[str, Any]]:
-    return list(check_file(path, eps))
+def _pool_job(path: str, eps: int, config: BrokerConfig) -> list[dict[str, Any]]:
+    return list(check_file(path, eps, config))
 
 
 def count_rows(files: list[str]) -> int:
@@ -240,13 +268,25 @@ def count_rows(files: list[str]) -> int:
     for f in files:
         p = Path(f)
         if p.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            n += pq.ParquetFile(p).metadata.num_rows
+            n += read_parquet_table(p, schema_only=True).num_rows
         else:
-            with p.open("rb") as fh:
-                n += sum(1 for _ in fh) - 1
+            try:
+                with p.open("rb") as fh:
+                    n += sum(1 for _ in fh) - 1
+            except OSError as e:
+                raise TraceError(f"{p}: cannot read: {e.strerror or e}") from None
     return n
+
+
+def _worker_error(e: BaseException) -> TraceError | None:
+    """The TraceError a Spark worker raised (it reaches the driver as a Java or Python exception whose
+    text holds the worker's traceback), so that bad input gives the same one line on every engine."""
+    text = str(e)
+    marker = "TraceError: "
+    if marker not in text:
+        return None
+    line = text[text.rindex(marker) + len(marker) :].splitlines()[0].strip()
+    return TraceError(line)
 
 
 def verify(
@@ -258,17 +298,29 @@ def verify(
     eps: int = 0,
     workers: int = 2,
     spark: Any | None = None,
+    config: BrokerConfig | None = None,
 ) -> VerifyResult:
+    """Verify the traces at ``path``. ``config``: the broker settings to judge them by; None: the settings
+    the first file records (``traces generate`` writes them), else the generator's (TRACE_CONFIG)."""
     start = time.perf_counter()
     files = [str(p) for p in trace_files(path)]
+    if config is None:
+        config = (recorded_config(Path(files[0])) if files else None) or TRACE_CONFIG
     rows_read = count_rows(files)
     own = None
     if engine in ("rdd", "pandas") and spark is None:
         spark = own = spark_session(master)
     try:
         if mode == "keyed":
-            return _verify_keyed(files, rows_read, eps, engine, spark, start)
-        results = _collect_whole(files, eps, engine, spark, workers)
+            return _verify_keyed(files, rows_read, eps, engine, spark, start, config)
+        results = _collect_whole(files, eps, engine, spark, workers, config)
+    except TraceError:
+        raise
+    except Exception as e:  # a worker's TraceError comes back wrapped by Spark
+        worker = _worker_error(e)
+        if worker is None:
+            raise
+        raise worker from None
     finally:
         if own is not None:
             own.stop()
@@ -277,12 +329,14 @@ def verify(
     failed = []
     late: list[tuple[int, int]] = []
     ladder: list[tuple[int, int]] = []
+    found: list[tuple[str, str, str, str]] = []
     for r in results:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
         if r["verdict"] != "pass":
             failed.append(str(r["history_id"]))
-        for rule, _name, _msg in json.loads(r["anomalies"]):
+        for rule, name, msg in json.loads(r["anomalies"]):
             by_rule[rule] = by_rule.get(rule, 0) + 1
+            found.append((str(r["history_id"]), str(rule), str(name), str(msg)))
         extra = json.loads(r["lateness"])
         late.extend((int(a), int(b)) for a, b in extra["late"])
         ladder.extend((int(a), int(b)) for a, b in extra["ladder"])
@@ -299,6 +353,8 @@ def verify(
         tuple(late),
         tuple(ladder),
         time.perf_counter() - start,
+        tuple(sorted(found)),
+        config_to_json(config),
     )
 
 
@@ -317,16 +373,22 @@ def _load_frame(files: list[str]) -> pd.DataFrame:
 
 
 def _verify_keyed(
-    files: list[str], rows_read: int, eps: int, engine: str, spark: Any | None, start: float
+    files: list[str],
+    rows_read: int,
+    eps: int,
+    engine: str,
+    spark: Any | None,
+    start: float,
+    config: BrokerConfig,
 ) -> VerifyResult:
     if engine in ("local", "pool"):
         df = _load_frame(files)
         checked = len(df)
-        anomalies = check_frame(df, TRACE_CONFIG, eps)
+        anomalies = check_frame(df, config, eps)
         histories = int(df["history_id"].nunique())
     else:
         assert spark is not None
-        anomalies, checked, histories = _keyed_spark(spark, files, eps)
+        anomalies, checked, histories = _keyed_spark(spark, files, eps, config)
     by_rule = anomalies.groupby("rule").size().to_dict() if len(anomalies) else {}
     failed = tuple(sorted(set(anomalies["history_id"]))) if len(anomalies) else ()
     verdicts = {"pass": histories - len(failed)} if histories > len(failed) else {}
@@ -345,6 +407,15 @@ def _verify_keyed(
         (),
         (),
         time.perf_counter() - start,
+        tuple(
+            sorted(
+                (str(h), str(rule), str(name), f"{uniq}: {detail}")
+                for h, rule, name, uniq, detail in anomalies[ANOMALY_COLUMNS].itertuples(index=False)
+            )
+        )
+        if len(anomalies)
+        else (),
+        config_to_json(config),
     )
 
 
@@ -354,12 +425,12 @@ def _anomaly_schema() -> Any:
     return StructType([StructField(c, StringType()) for c in ANOMALY_COLUMNS])
 
 
-def _lifecycle_worker(ends: pd.DataFrame, eps: int) -> Any:
+def _lifecycle_worker(ends: pd.DataFrame, eps: int, config: BrokerConfig) -> Any:
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         frame = _whole_partition(frames)
         inv = frame[frame["type"] == "invoke"]
         rec = frame[frame["type"] == "rec"]
-        yield _for_arrow(check_lifecycle(inv, rec, ends, TRACE_CONFIG, eps))
+        yield _for_arrow(check_lifecycle(inv, rec, ends, config, eps))
 
     return run
 
@@ -379,21 +450,26 @@ def _queue_worker(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     yield _for_arrow(check_queues(_whole_partition(frames)))
 
 
-def _level_worker(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    frame = _whole_partition(frames)
-    inv = frame[frame["type"] == "invoke"]
-    rec = frame[frame["type"] == "rec"]
-    yield _for_arrow(check_levels(inv, rec, TRACE_CONFIG))
+def _level_worker(config: BrokerConfig) -> Any:
+    def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frame = _whole_partition(frames)
+        inv = frame[frame["type"] == "invoke"]
+        rec = frame[frame["type"] == "rec"]
+        yield _for_arrow(check_levels(inv, rec, config))
+
+    return run
 
 
-def _keyed_spark(spark: Any, files: list[str], eps: int) -> tuple[pd.DataFrame, int, int]:
+def _keyed_spark(
+    spark: Any, files: list[str], eps: int, config: BrokerConfig
+) -> tuple[pd.DataFrame, int, int]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     parquet = [f for f in files if f.endswith(".parquet")]
     if len(parquet) != len(files):
         raise TraceError(
-            "keyed mode on Spark reads Parquet traces (convert JSON Lines with `traces convert`)"
+            "keyed mode on Spark reads Parquet traces: write Parquet (traces generate --format parquet), or check JSON Lines with --engine local"
         )
     df = spark.read.parquet(*parquet)
     checked = df.count()
@@ -450,11 +526,11 @@ def _keyed_spark(spark: Any, files: list[str], eps: int) -> tuple[pd.DataFrame, 
     parts = max(2, spark.sparkContext.defaultParallelism * 2, checked // 400_000)
     schema = _anomaly_schema()
     life = both.repartition(parts, "history_id", "uniq").mapInPandas(
-        _lifecycle_worker(ends, eps), schema=schema
+        _lifecycle_worker(ends, eps, config), schema=schema
     )
     queues = rec.repartition(parts, "history_id", "topic", "queue").mapInPandas(_queue_worker, schema=schema)
     levels = both.filter(((F.col("f") == "send") & (F.col("delay") > 0)) | (F.col("type") == "rec"))
-    levels = levels.repartition(1, "history_id").mapInPandas(_level_worker, schema=schema)
+    levels = levels.repartition(1, "history_id").mapInPandas(_level_worker(config), schema=schema)
     out = life.unionByName(queues).unionByName(levels).toPandas()
     return out, int(checked), int(histories)
 

@@ -18,7 +18,7 @@ from .constants import (
 from .javanum import parse_long
 from .observations import BatchOk, Rejected
 from .properties import PROPERTY_SEPARATOR, encode_properties
-from .put import append, empty_body_npe, msg_check, parse_delay
+from .put import append, empty_body_npe, msg_check, parse_delay, store_put
 from .records import Inner, Props, Record
 from .semantics import Semantics
 from .state import BrokerState, with_props
@@ -160,7 +160,7 @@ def send_batch(
         if wrapper_bytes:
             # rule: batch/stored-properties: the inner string, a separator unless it ends with one (4.9.3+),
             # then the wrapper's; a reader's map lets the wrapper win
-            stored = e.properties.update(wrapper)
+            stored = sem.batch_stored(e.properties, wrapper)
             sep = 1 if inner_bytes and not encode_properties(e.properties).endswith(PROPERTY_SEPARATOR) else 0
             props_bytes = inner_bytes + sep + wrapper_bytes
         else:
@@ -178,11 +178,17 @@ def send_batch(
             store_host=cfg.store_host,
             props_bytes=props_bytes,
         )
-        state, record = append(state, inner, now, sem)
+        if sem.batch_inner_delay_ignored():  # rule: batch/inner-delay-ignored
+            state, record = append(state, inner, now, sem)
+        else:
+            put = store_put(state, inner, now, sem)
+            if isinstance(put, Rejected):
+                return state, put
+            state, record = put
         records.append(record)
     return state, BatchOk(
         queue_id=queue_id,
-        queue_offset=records[0].queue_offset,
+        queue_offset=sem.batch_result_offset([r.queue_offset for r in records]),
         msg_id=",".join(r.msg_id for r in records),
         records=tuple(records),
     )

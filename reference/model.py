@@ -176,7 +176,14 @@ class Model:
         group: str = "CG",
         client: tuple[str, int] = _pull.DEFAULT_CLIENT,
     ) -> PullResult | Rejected:
-        return _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics, client)
+        answer = _pull.pull(state, group, topic, queue_id, offset, max_msgs, self.semantics, client)
+        return self.pull_answer(state, topic, queue_id, offset, answer)
+
+    def pull_answer(
+        self, state: BrokerState, topic: str, queue_id: int, offset: int, answer: PullResult | Rejected
+    ) -> PullResult | Rejected:
+        tc = state.topics.get(topic)
+        return self.semantics.pull_answer(None if tc is None else tc.read_queues, queue_id, offset, answer)
 
     def heartbeat(self, state: BrokerState, group: str, online: bool = True) -> BrokerState:
         """Register (online) or drop (offline) one producer connection of ``group``."""
@@ -188,10 +195,12 @@ class Model:
         return state
 
     def max_offset(self, state: BrokerState, topic: str, queue_id: int) -> MaxOffset:
-        return _pull.max_offset(state, topic, queue_id)
+        found = _pull.max_offset(state, topic, queue_id)
+        return attrs.evolve(found, offset=self.semantics.reported_max_offset(found.offset))
 
     def view(self, state: BrokerState, commit_log_offset: int) -> Found | Rejected:
-        return _pull.view(state, commit_log_offset)
+        found = _pull.view(state, commit_log_offset)
+        return self.semantics.view_miss(found) if isinstance(found, Rejected) else found
 
     def query(self, state: BrokerState, topic: str, uniq_key: str) -> Found | Rejected:
         return _pull.query_uniq(state, topic, uniq_key)
@@ -317,7 +326,10 @@ class Model:
             case SendBatch(batch=b, queue_choice=c):
                 return self.send_batch(state, b, now, c)
             case Pull(topic=t, queue_id=q, offset=o, max_msgs=n, group=g, client=c):
-                return _pull.pull_request(state, g, t, q, o, n, self.semantics, c)  # may create the group
+                state, answer = _pull.pull_request(
+                    state, g, t, q, o, n, self.semantics, c
+                )  # may create the group
+                return state, self.pull_answer(state, t, q, o, answer)
             case ConsumerSendBack(request=r, queue_choice=c):
                 return self.send_back(state, r, now, c)
             case EndTx(request=r):

@@ -9,7 +9,6 @@ from . import timer as _timer
 from .constants import (
     HALF_TOPIC,
     PERM_RW,
-    PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     SYS_CONSUMER_GROUP_PREFIX,
@@ -23,7 +22,7 @@ from .constants import (
 )
 from .javanum import parse_int
 from .observations import Rejected, SendOk
-from .properties import as_read_back, java_string_hash
+from .properties import java_string_hash
 from .records import RECORD_FIXED_SIZE, Inner, Props, Record, offset_msg_id
 from .semantics import Semantics
 from .state import BrokerState, GroupConfig, TopicConfig, store_append, with_props
@@ -114,7 +113,7 @@ def validate_topic(state: BrokerState, topic: str, sem: Semantics) -> Rejected |
 
 
 def resolve_topic(
-    state: BrokerState, topic: str, default_queue_nums: int
+    state: BrokerState, topic: str, default_queue_nums: int, sem: Semantics
 ) -> tuple[BrokerState, TopicConfig] | Rejected:
     """Find the topic, or auto-create it from TBW102 (retry topics with 1 queue). rule: put/topic-auto-create"""
     existing = state.topics.get(topic)
@@ -124,7 +123,7 @@ def resolve_topic(
     if cfg.auto_create_topic:
         default = state.topics.get("TBW102")
         template = default.write_queues if default else state.config.default_topic_queue_nums
-        queues = max(0, min(default_queue_nums, template))  # "if (queueNums < 0) queueNums = 0"
+        queues = max(0, sem.auto_create_queue_nums(default_queue_nums, template))  # "if (queueNums < 0) ..."
         tc = TopicConfig(queues, queues)
         return state.with_topic(topic, tc), tc
     if topic.startswith(RETRY_PREFIX):
@@ -191,7 +190,7 @@ def store_put(
             inner = delay_rewrite(inner, level, cfg.max_delay_level, sem)
     stored = inner.stored_properties()
     props_bytes = sem.properties_bytes(stored) if inner.props_bytes is None else inner.props_bytes
-    if props_bytes > PROPERTIES_MAX_LENGTH:
+    if props_bytes > sem.properties_max_length():
         return illegal(cfg.max_message_size, "PROPERTIES_SIZE_EXCEEDED")
     if len(inner.body) > cfg.max_message_size or record_size(inner, props_bytes, sem) > (
         cfg.max_message_size + RECORD_SLACK
@@ -238,7 +237,7 @@ def append(state: BrokerState, inner: Inner, now: int, sem: Semantics) -> tuple[
     queue_offset = store.counters.get(key, 0) if advances else 0
     stored = inner.stored_properties()
     props_bytes = sem.properties_bytes(stored) if inner.props_bytes is None else inner.props_bytes
-    read_back = as_read_back(stored)
+    read_back = sem.read_back(stored)
     if read_back is not None:
         stored = Props(read_back)
     record = Record(
@@ -296,7 +295,7 @@ def dispatch(state: BrokerState, sem: Semantics) -> BrokerState:
     if store.reput >= len(store.records):
         return state
     cqs = store.cqs.mutate()
-    for pos in range(store.reput, len(store.records)):
+    for pos in sem.dispatch_order(store.reput, len(store.records)):
         record = store.records[pos]
         if not sem.dispatchable(record.tran_type):
             continue
@@ -304,7 +303,9 @@ def dispatch(state: BrokerState, sem: Semantics) -> BrokerState:
         cq = cqs.get(key, pvector())
         if record.queue_offset < len(cq):  # a repeat of an already dispatched offset is ignored (facts §2)
             continue
-        cqs[key] = cq.append((record.commit_log_offset, record.size, tags_code(record, state, sem)))
+        entry = (record.commit_log_offset, record.size, tags_code(record, state, sem))
+        at = sem.schedule_entry_index(cq, entry[2]) if record.topic == SCHEDULE_TOPIC else len(cq)
+        cqs[key] = cq.append(entry) if at == len(cq) else pvector([*cq[:at], entry, *cq[at:]])
     new_store = attrs.evolve(store, cqs=cqs.finish(), reput=len(store.records))
     return attrs.evolve(state, store=new_store)
 
@@ -323,11 +324,11 @@ def msg_check(
     bad = validate_topic(state, topic, sem)
     if bad is not None:
         return bad
-    resolved = resolve_topic(state, topic, default_queue_nums)
+    resolved = resolve_topic(state, topic, default_queue_nums, sem)
     if isinstance(resolved, Rejected):
         return resolved
     state, tc = resolved
-    if queue_id >= max(tc.write_queues, tc.read_queues):
+    if not sem.queue_id_allowed(queue_id, max(tc.write_queues, tc.read_queues)):
         return Rejected(
             sem.invalid_request_code(),
             f"request queueId[{queue_id}] is illegal, topic {topic} {tc}",
@@ -406,7 +407,10 @@ def send(
         return state, result
     state, record = result
     return state, SendOk(
-        queue_id=response_queue, queue_offset=record.queue_offset, msg_id=record.msg_id, record=record
+        queue_id=sem.send_result_queue_id(response_queue, record.queue_id),
+        queue_offset=record.queue_offset,
+        msg_id=record.msg_id,
+        record=record,
     )
 
 

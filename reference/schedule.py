@@ -67,7 +67,7 @@ def deliver_head(state: BrokerState, level: int, now: int, sem: Semantics) -> tu
             offset += 1  # 5.0.0-5.5.0: nextOffset = currOffset + 1 was set before the copy was built
             continue
         state = _set_offset(state, level, offset + 1)
-        if timeup.topic == HALF_TOPIC:
+        if timeup.topic == HALF_TOPIC and sem.drops_half_topic_copy():
             # rule: schedule/drop-half-topic
             return state, DroppedOnDelivery(level, source, "schedule/drop-half-topic")
         state, copy = append(state, timeup, now, sem)
@@ -151,7 +151,7 @@ def restart(state: BrokerState, sem: Semantics) -> BrokerState:
     gone. rule: schedule/restart-redelivery
     """
     corrected: dict[int, int] = {}
-    for level, off in state.persisted_schedule_offsets.items():
+    for level in range(1, state.config.max_delay_level + 1):
         cq_len = len(state.store.cq(SCHEDULE_TOPIC, sem.schedule_queue_id(level)))
-        corrected[level] = max(0, min(off, cq_len))
+        corrected[level] = sem.restart_offset(state.persisted_schedule_offsets.get(level, 0), cq_len)
     return attrs.evolve(state, schedule_offsets=immutables.Map(corrected), producers=immutables.Map())

@@ -9,6 +9,7 @@ around it stay the reference's.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import topics
@@ -17,6 +18,7 @@ from .constants import (
     INNER_BATCH,
     NOT_ALLOWED_SEND_TOPICS,
     NOT_ALLOWED_SEND_TOPICS_5_5,
+    PROPERTIES_MAX_LENGTH,
     RETRY_PREFIX,
     TOPIC_MAX_LENGTH,
     TRANSACTION_COMMIT_TYPE,
@@ -26,7 +28,8 @@ from .constants import (
     Prop,
 )
 from .javanum import parse_int, parse_long
-from .properties import encode_properties
+from .observations import PullResult, Rejected
+from .properties import as_read_back, encode_properties
 from .records import Props
 
 if TYPE_CHECKING:
@@ -683,6 +686,108 @@ class Semantics:
     def faq_url(self) -> str:
         """FAQUrl's address in remarks (4.9.x). rule: pull/unknown-topic, sendback/group-lookup"""
         return "http://rocketmq.apache.org/docs/faq/"
+
+    # -- further decision points, one per rule a broker can get wrong (the mutants override them) --------
+
+    def read_back(self, stored: Props) -> dict[str, str] | None:
+        """What a reader decodes from the stored properties string (None: ``stored`` itself).
+
+        rule: properties/encoding, properties/lenient-decoding
+        """
+        return as_read_back(stored)
+
+    def auto_create_queue_nums(self, requested: int, template_write_queues: int) -> int:
+        """An auto-created topic's queue count. rule: put/topic-auto-create"""
+        return min(requested, template_write_queues)
+
+    def queue_id_allowed(self, queue_id: int, queue_count: int) -> bool:
+        """A send's queue id against the larger queue count. rule: put/queue-id-range"""
+        return queue_id < queue_count
+
+    def properties_max_length(self) -> int:
+        """rule: put/message-illegal"""
+        return PROPERTIES_MAX_LENGTH
+
+    def send_result_queue_id(self, resolved: int, stored_queue_id: int) -> int:
+        """The send result names the queue the request resolved to. rule: put/send-result"""
+        return resolved
+
+    def dispatch_order(self, start: int, end: int) -> range:
+        """The commit log is dispatched in order. rule: dispatch/in-order"""
+        return range(start, end)
+
+    def reported_max_offset(self, entries: int) -> int:
+        """rule: dispatch/max-offset"""
+        return entries
+
+    def view_miss(self, rejected: Rejected) -> Rejected:
+        """VIEW_MESSAGE_BY_ID of an offset with no record. rule: put/commit-log-lookup"""
+        return rejected
+
+    def pull_answer(
+        self, read_queues: int | None, queue_id: int, offset: int, answer: PullResult | Rejected
+    ) -> PullResult | Rejected:
+        """The pull's answer as the store gave it (``read_queues``: the topic's, None for no topic).
+
+        rule: pull/found, pull/unknown-topic, pull/queue-id-range
+        """
+        return answer
+
+    def schedule_entry_index(self, entries: Sequence[tuple[int, int, int]], tags_code: int) -> int:
+        """Where a schedule entry goes in its level's queue: at the end. rule: schedule/fifo-per-level"""
+        return len(entries)
+
+    def drops_half_topic_copy(self) -> bool:
+        """rule: schedule/drop-half-topic"""
+        return True
+
+    def restart_offset(self, persisted: int, entries: int) -> int:
+        """A level's read position after a restart: the persisted one, clamped. rule: schedule/restart-redelivery"""
+        return max(0, min(persisted, entries))
+
+    def retry_queue_count(self, configured: int) -> int:
+        """rule: sendback/no-retry-queues"""
+        return configured
+
+    def retry_queue_id(self, choice: int, retry_queue_nums: int) -> int:
+        """rule: sendback/retry-topic"""
+        return choice % retry_queue_nums
+
+    def send_back_miss(self, rejected: Rejected) -> Rejected | None:
+        """A send-back naming no record (None: answered SUCCESS, nothing stored). rule: sendback/lookup-by-offset"""
+        return rejected
+
+    def retry_copy_delay(self, level: int) -> str | None:
+        """The retry copy carries its level as DELAY (None: stored without). rule: sendback/through-schedule"""
+        return str(level)
+
+    def commit_miss(self, rejected: Rejected) -> Rejected | None:
+        """END_TRANSACTION naming no record (None: answered SUCCESS). rule: transaction/commit-lookup"""
+        return rejected
+
+    def checks_without_producer(self) -> bool:
+        """A round counts (copy, raised count) with no producer online. rule: transaction/check-no-producer"""
+        return True
+
+    def expired(self, age_ms: int, reserved_ms: int) -> bool:
+        """rule: transaction/check-skip-expired"""
+        return age_ms > reserved_ms
+
+    def honours_ops(self) -> bool:
+        """An op message resolves the half record it names. rule: transaction/check-resolved"""
+        return True
+
+    def batch_inner_delay_ignored(self) -> bool:
+        """rule: batch/inner-delay-ignored"""
+        return True
+
+    def batch_result_offset(self, offsets: Sequence[int]) -> int:
+        """The batch's send result names its first message. rule: batch/consecutive-offsets"""
+        return offsets[0]
+
+    def batch_stored(self, inner: Props, wrapper: Props) -> Props:
+        """A batch message stores its own properties, then the wrapper's. rule: batch/stored-properties"""
+        return inner.update(wrapper)
 
 
 _VALID_NAME_CHARS = frozenset("%|-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")

@@ -44,18 +44,22 @@ def send_back(
             f"the broker[{cfg.store_host[0]}] sending message is forbidden",
             "sendback/group-lookup",
         )
-    if gc.retry_queue_nums <= 0:
+    retry_queues = sem.retry_queue_count(gc.retry_queue_nums)
+    if retry_queues <= 0:
         # rule: sendback/no-retry-queues
         return state, SendBackOk(record=None, dropped=True)
     topic = retry_topic(req.group)  # rule: sendback/retry-topic
-    queue_id = queue_choice % gc.retry_queue_nums
-    state = ensure_topic(state, topic, gc.retry_queue_nums)
+    queue_id = sem.retry_queue_id(queue_choice, retry_queues)
+    state = ensure_topic(state, topic, retry_queues)
     msg = state.store.lookup(req.offset)
     if msg is None:
         # rule: sendback/lookup-by-offset
-        return state, Rejected(
-            Code.SYSTEM_ERROR, f"look message by offset failed, {req.offset}", "sendback/lookup-by-offset"
+        miss = sem.send_back_miss(
+            Rejected(
+                Code.SYSTEM_ERROR, f"look message by offset failed, {req.offset}", "sendback/lookup-by-offset"
+            )
         )
+        return state, SendBackOk(record=None, dropped=True) if miss is None else miss
     p = msg.properties
     if p.get(Prop.RETRY_TOPIC) is None or not sem.keeps_retry_topic():
         p = with_props(p, RETRY_TOPIC=msg.topic)  # rule: sendback/retry-topic-property
@@ -72,7 +76,9 @@ def send_back(
         p = with_props(p, DELAY=sem.sendback_dlq_delay(msg.reconsume_times))
     else:
         delay_level = sem.sendback_delay_level(delay_level, msg.reconsume_times)
-        p = with_props(p, DELAY=str(delay_level))  # clamped at put time: rule: sendback/through-schedule
+        p = with_props(
+            p, DELAY=sem.retry_copy_delay(delay_level)
+        )  # clamped at put time: rule: sendback/through-schedule
     origin = sem.origin_message_id(p.get(Prop.ORIGIN_MESSAGE_ID), msg.msg_id, msg.uniq_key)
     p = with_props(p, ORIGIN_MESSAGE_ID=origin)  # rule: sendback/origin-message-id
     inner = Inner(

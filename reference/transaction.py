@@ -70,9 +70,12 @@ def end_transaction(
     half = state.store.lookup(req.commit_log_offset)
     if half is None:
         # rule: transaction/commit-lookup
-        return state, Rejected(
-            Code.SYSTEM_ERROR, "Find prepared transaction message failed", "transaction/commit-lookup"
+        miss = sem.commit_miss(
+            Rejected(
+                Code.SYSTEM_ERROR, "Find prepared transaction message failed", "transaction/commit-lookup"
+            )
         )
+        return state, EndTxOk(committed=None, op=None) if miss is None else miss
     if not req.from_check and sem.rejects_end_after_immunity():
         # rule: transaction/end-after-immunity (5.1.1+: rejectCommitOrRollback, before checkPrepareMessage)
         raw = half.properties.get(Prop.CHECK_IMMUNITY_TIME_IN_SECONDS)
@@ -83,6 +86,8 @@ def end_transaction(
     bad = check_prepare_message(half, req, sem)
     if bad is not None:
         return state, bad
+    if sem.end_tx_idempotent() and _ended(state, half):  # rule: transaction/not-idempotent
+        return state, EndTxOk(committed=None, op=None)
     committed: Record | None = None
     if action == TxAction.COMMIT or sem.rollback_writes_message():
         final = committed_message(half, sem)
@@ -97,6 +102,15 @@ def end_transaction(
         state, op = delete_prepare_message(state, half, now, sem)
     remark = None if action == TxAction.COMMIT else "not set any response code"
     return state, EndTxOk(committed=committed, op=op, remark=remark)  # rule: transaction/rollback
+
+
+def _ended(state: BrokerState, half: Record) -> bool:
+    """Whether an op message already names ``half`` (only a broker that keeps that state asks)."""
+    for clo, _size, _tags in state.store.cq(OP_TOPIC, half.queue_id):
+        op = state.store.lookup(clo)
+        if op is not None and str(half.queue_offset).encode() in op.body.split(b","):
+            return True
+    return False
 
 
 def check_prepare_message(half: Record, req: EndTransaction, sem: Semantics) -> Rejected | None:
@@ -394,7 +408,7 @@ def _go(
     while True:
         if clock - run.start > MAX_PROCESS_TIME_MS:
             break
-        if i in run.remove_map:  # resolved by an op
+        if i in run.remove_map and sem.honours_ops():  # resolved by an op
             run = _resolved(run, i)
             new_off = i = i + 1
             continue
@@ -415,9 +429,7 @@ def _go(
         msg_props = (
             half.properties if discard else with_props(half.properties, TRANSACTION_CHECK_TIMES=str(times))
         )
-        expired = (
-            clock - half.born_timestamp > cfg.file_reserved_time_h * 3_600_000
-        )  # rule: transaction/check-skip-expired
+        expired = sem.expired(clock - half.born_timestamp, cfg.file_reserved_time_h * 3_600_000)
         if discard or expired:
             state, copy = _discard(state, half, msg_props, clock, sem)
             events.append(Discarded(half, copy, "max-checks" if discard else "expired"))
@@ -441,6 +453,12 @@ def _go(
             need = sem.check_due(age, immunity)
         else:  # op messages were found by the latest read: read on first, unless ...
             need = run.last_op_born - run.start > timeout or (age <= -1 and sem.check_due(age, immunity))
+        if (
+            need
+            and not sem.checks_without_producer()
+            and not state.producers.get(half.properties.get(Prop.PGROUP, ""), 0)
+        ):
+            break  # rule: transaction/check-no-producer
         if need:
             state, copy = _put_back(state, half, msg_props, clock, sem)
             events.append(_check_request(state, copy, half))

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from rmqspec import __version__
 from rmqspec.conformance.specdoc import SpecError
-from rmqspec.rules import Traceability, default_root, scan
+from rmqspec.rules import RuleTrace, Traceability, default_root, scan
 
 __all__ = ["app", "build_app", "main", "rules_cmd"]
 
@@ -30,6 +30,13 @@ def _error(message: str) -> typer.Exit:
 
 
 def rules_cmd(
+    rule_id: Annotated[
+        str | None,
+        typer.Argument(metavar="[RULE]", help="show one rule whole: text, sources, code and checks"),
+    ] = None,
+    grep: Annotated[
+        str | None, typer.Option("--grep", metavar="WORD", help="only the rules whose ID or text holds WORD")
+    ] = None,
     check: Annotated[
         bool,
         typer.Option(
@@ -64,11 +71,49 @@ def rules_cmd(
     except OSError as e:
         raise _error(f"cannot read the tree at {root}: {e}") from None
     problems = trace.problems(require_sources=True if sources else None)
+    if rule_id is not None or grep is not None:
+        chosen = _chosen(trace, rule_id, grep)
+        if as_json:
+            typer.echo(json.dumps([t.details() for t in chosen], indent=2, ensure_ascii=False))
+        else:
+            for t in chosen:
+                _print_rule(t)
+        raise typer.Exit(1 if check and problems else 0)
     if as_json:
         typer.echo(json.dumps(trace.to_json(), indent=2, ensure_ascii=False))
     else:
         _print_rules(trace, problems)
     raise typer.Exit(1 if check and problems else 0)
+
+
+def _chosen(trace: Traceability, rule_id: str | None, grep: str | None) -> list[RuleTrace]:
+    if rule_id is not None:
+        try:
+            return [trace.trace(rule_id)]
+        except KeyError:
+            near = [t.id for t in trace.rules if rule_id.split("/")[-1] in t.id][:5]
+            hint = f" (did you mean {', '.join(near)}?)" if near else " (`rmqspec rules` lists them)"
+            raise _error(f"no rule {rule_id!r}{hint}") from None
+    word = (grep or "").lower()
+    chosen = [t for t in trace.rules if word in t.id.lower() or word in t.rule.statement_markdown.lower()]
+    if not chosen:
+        raise _error(f"no rule's ID or text holds {grep!r}")
+    return chosen
+
+
+def _print_rule(t: RuleTrace) -> None:
+    out = Console(soft_wrap=True)
+    d = t.details()
+    out.print(f"[bold]{escape(t.id)}[/bold]  ({escape(d['file'])})")
+    out.print(f"Versions: {escape(d['versions'])}")
+    if d["source"]:
+        out.print(f"Source: {escape(d['source'])}")
+    out.print(escape(t.rule.statement_markdown))
+    out.print("Implemented by: " + (", ".join(d["implemented_by"]) or "[red]nothing[/red]"))
+    for kind, items in d["checks"].items():
+        label = kind.replace("_", " ")
+        out.print(f"{label} ({len(items)}): " + (escape(", ".join(items)) if items else "—"))
+    out.print("")
 
 
 def _print_rules(trace: Traceability, problems: list[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
+from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.conformance.mutants import MUTANTS
 from rmqspec.conformance.scenarios import Scenario, ScenarioError, catalogue, dump
 
@@ -193,61 +195,58 @@ def mutants_cmd(
     examples: Annotated[int, typer.Option(help="state-machine runs per mutant")] = 30,
     only: Annotated[list[str] | None, typer.Option("--only", help="run only these mutants")] = None,
     report: Annotated[Path | None, typer.Option(help="write the kill matrix as JSON")] = None,
+    workers: Annotated[int, typer.Option(help="processes to run mutants in")] = 2,
 ) -> None:
-    """Run the suite against every mutant and print the kill matrix; exit 1 if any survives."""
+    """Run the suite against every mutant; exit 1 unless each is killed by a failure naming its rule."""
     if list_only:
         for name in sorted(MUTANTS):
             m = MUTANTS[name]
-            console.print(f"{name:32} {m.rule:34} {m.description}")
+            console.print(f"{name:36} {m.rule:32} {m.kind:8} {m.description}")
         raise typer.Exit(0)
     unknown = [n for n in (only or []) if n not in MUTANTS]
     if unknown:
         raise _fail(f"unknown mutant(s): {', '.join(unknown)}")
+    if workers < 1:
+        raise _fail("--workers must be at least 1")
     try:
         scenarios = catalogue()
     except ScenarioError as e:
         raise _fail(str(e)) from None
+    start = time.perf_counter()
     with _progress() as bar:
         task = bar.add_task("mutants", total=len(only or MUTANTS), item="")
         rows = kill_matrix(
             examples=examples,
             names=only,
             scenarios=scenarios,
+            workers=workers,
             progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
         )
+    took = time.perf_counter() - start
     table = Table(title="kill matrix")
-    for col in ("mutant", "rule broken", "killed", "by scenarios", "by checker"):
+    for col in ("mutant", "rule broken", "outcome", "killed by (its rule)", "caught for other rules"):
         table.add_column(col)
+    style = {"killed": "[green]killed[/green]", "wrong-reason": "[yellow]WRONG REASON[/yellow]"}
     for r in rows:
+        by = r.killed_by
+        wrong = r.wrong
         table.add_row(
             r.mutant,
             r.rule,
-            "[green]yes[/green]" if r.killed else "[red]SURVIVED[/red]",
-            str(len(r.killed_by)) + (f" ({r.killed_by[0]})" if r.killed_by else ""),
-            "yes" if r.machine else "no",
+            style.get(r.outcome, "[red]SURVIVED[/red]"),
+            f"{len(by)} ({by[0]})" if by else "-",
+            f"{len(wrong)} ({wrong[0].source}: {', '.join(wrong[0].rules)})" if wrong else "-",
         )
     console.print(table)
-    killed = sum(r.killed for r in rows)
-    console.print(f"{killed}/{len(rows)} mutants killed")
+    counts = kill_summary(rows)
+    console.print(
+        f"{counts['killed']}/{len(rows)} mutants killed for their own rule, {counts['wrong-reason']} for the "
+        f"wrong reason, {counts['survived']} survived ({took:.0f} s, {workers} worker(s))"
+    )
     if report:
-        report.write_text(
-            json.dumps(
-                [
-                    {
-                        "mutant": r.mutant,
-                        "rule": r.rule,
-                        "killed": r.killed,
-                        "killed_by": list(r.killed_by),
-                        "checker": r.machine,
-                    }
-                    for r in rows
-                ],
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-    raise typer.Exit(0 if killed == len(rows) else 1)
+        doc = {"summary": counts, "seconds": round(took, 1), "mutants": [r.to_json() for r in rows]}
+        report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    raise typer.Exit(0 if counts["killed"] == len(rows) else 1)
 
 
 scenarios_app = typer.Typer(help="The scenario catalogue.", no_args_is_help=True)

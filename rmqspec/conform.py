@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import attrs
 
-from rmqspec.adapters.inprocess import InProcessTarget
-from rmqspec.adapters.remoting.deploy import FixedRemoting, Served
+from rmqspec.adapters.inprocess import InProcessTarget, WallClockTarget
+from rmqspec.adapters.remoting.deploy import FixedRemoting, RemotingDeployment, Served
 from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_profile
+from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
-from rmqspec.conformance.contract import Target, TargetError
+from rmqspec.conformance.contract import Feature, Target, TargetError
 from rmqspec.conformance.history import save
+from rmqspec.conformance.kill import KillRow
+from rmqspec.conformance.kill import kill_matrix as run_kill_matrix
 from rmqspec.conformance.machine import run_machine
-from rmqspec.conformance.mutants import MUTANTS
+from rmqspec.conformance.mutants import MUTANTS, Mutant
 from rmqspec.conformance.scenario_run import ScenarioResult, run_scenario
 from rmqspec.conformance.scenarios import Scenario, catalogue
 from rmqspec.conformance.suite import (
@@ -33,6 +37,7 @@ from rmqspec.conformance.suite import (
     run_logical,
     run_wall,
 )
+from rmqspec.conformance.wireprobe import FaultProxy
 from rmqspec.conformance.workload import Chaos, run_workload
 from rmqspec.reference.config import BrokerConfig, Profile
 from rmqspec.reference.model import Model
@@ -95,6 +100,10 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
                 f"unknown mutant {name!r}; `rmqspec mutants --list` shows the {len(MUTANTS)} names"
             )
         m = MUTANTS[name]
+        if m.served_only:
+            raise TargetSpecError(
+                f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
+            )
         return lambda cfg: InProcessTarget(m.model(cfg), name=spec)
     raise TargetSpecError(
         f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
@@ -111,7 +120,8 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             return Served(tp, spec, lambda cfg: Model(cfg))
         name = inner.removeprefix("mutant:")
         if inner.startswith("mutant:") and name in MUTANTS:
-            return Served(tp, spec, MUTANTS[name].model)
+            served = Served(tp, spec, MUTANTS[name].model)
+            return served if MUTANTS[name].wire is None else FaultServed(served, MUTANTS[name])
         raise TargetSpecError(f"cannot serve {inner!r}: use served, served:reference or served:mutant:NAME")
     if spec.startswith("remoting://"):
         tp = remoting_profile(spec, profile)
@@ -330,11 +340,12 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         path = options.save_dir / f"workload-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
         save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
         history = str(path)
-    lost = sum(a.name == "lost-message" for a in v.anomalies)
+    lost = sum(a.name == "lost-message" and a.cause is None for a in v.anomalies)
     return WorkloadSummary(
         operations=result.operations,
         verdict=v.valid,
-        anomalies=tuple(a.to_json() for a in v.anomalies),
+        anomalies=tuple(v.to_json()["root_causes"]),
+        summary=v.summary(),
         reason=v.reason,
         history=history,
         restarts=result.restarts,
@@ -366,38 +377,67 @@ def run_checked_workload(target: str, profile: Path | None, *, examples: int, se
 
 
 @attrs.frozen
-class KillRow:
-    mutant: str
-    rule: str
-    killed: bool
-    killed_by: tuple[str, ...]
-    machine: bool
+class FaultServed:
+    """``served:mutant:NAME`` for a wire mutant: the reference served, its frames through the fault."""
+
+    served: Served
+    mutant: Mutant
+
+    @property
+    def name(self) -> str:
+        return self.served.name
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.served.config
+
+    @property
+    def epsilon_ms(self) -> int:
+        return self.served.epsilon_ms
+
+    @property
+    def features(self) -> frozenset[Feature]:
+        return self.served.features
+
+    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
+        dep = self.served.open(config, exclusive=exclusive)
+        assert self.mutant.wire is not None
+        proxy = FaultProxy(dep.profile.host, dep.profile.port, self.mutant.wire)
+        host, port = proxy.__enter__()
+
+        def close() -> None:
+            proxy.__exit__(None, None, None)
+            dep.close()
+
+        return RemotingDeployment(
+            attrs.evolve(dep.profile, host=host, port=port), dep.name, restarter=dep.restarter, closer=close
+        )
+
+
+class CommandLineTargets:
+    """The kill matrix's targets: a mutant's model in process, the reference served over TCP."""
+
+    def in_process(self, mutant: Mutant, config: BrokerConfig) -> Target:
+        return InProcessTarget(mutant.model(config), name=f"mutant:{mutant.name}")
+
+    def serve(self, config: BrokerConfig) -> AbstractContextManager[tuple[str, int]]:
+        return BackgroundServer(WallClockTarget(Model(config), name="reference@wall"))
 
 
 def kill_matrix(
     *,
-    examples: int = 50,
+    examples: int = 30,
     names: list[str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     scenarios: list[Scenario] | None = None,
+    workers: int = 1,
 ) -> list[KillRow]:
-    scenarios = scenarios if scenarios is not None else catalogue()
-    rows = []
-    chosen = names or sorted(MUTANTS)
-    for n, name in enumerate(chosen):
-        if progress:
-            progress(n, len(chosen), name)
-        rep = conform(f"mutant:{name}", scenarios=scenarios, examples=examples, shrink=False)
-        killers = tuple(r.scenario.id for r in rep.scenarios if r.outcome == "fail")
-        rows.append(
-            KillRow(
-                name,
-                MUTANTS[name].rule,
-                bool(killers) or rep.machine is not None,
-                killers,
-                rep.machine is not None,
-            )
-        )
-    if progress:
-        progress(len(chosen), len(chosen), "done")
-    return rows
+    """``conformance.kill.kill_matrix`` with the command line's targets."""
+    return run_kill_matrix(
+        CommandLineTargets(),
+        examples=examples,
+        names=names,
+        progress=progress,
+        scenarios=scenarios,
+        workers=workers,
+    )

@@ -3,7 +3,8 @@
 Code cites a rule by writing its ID in a comment or a string (``rule: <area>/<case>``, or a value such
 as ``rule="<area>/<case>"``). Any token ``<area>/<case>`` whose area is one of the spec's files counts:
 
-* implemented-by: citations in ``reference/**/*.py`` (and in ``adapters/**/*.py`` for the ``wire`` area);
+* implemented-by: citations in ``reference/**/*.py`` (and in ``adapters/**/*.py`` for the ``wire`` area,
+  in ``conformance/**/*.py`` for the ``history`` area, whose rules the suite's checker itself enforces);
 * covered-by: citations in ``conformance/**/*.py``, plus the spec's own examples (an example covers its
   rule and the rules of its ``also`` list; the examples run as conformance scenarios);
 * unknown: a token of a known area whose ID no spec file defines, an error with file:line.
@@ -13,6 +14,7 @@ Citations in ``adapters/`` of other areas are checked for unknown IDs but do not
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections import defaultdict
@@ -31,6 +33,7 @@ __all__ = [
     "COVERING_DIR",
     "IMPLEMENTING_DIR",
     "SPEC_DIR",
+    "SUITE_AREAS",
     "Citation",
     "Location",
     "RuleTrace",
@@ -44,6 +47,7 @@ IMPLEMENTING_DIR = "reference"
 COVERING_DIR = "conformance"
 ADAPTERS_DIR = "adapters"
 ADAPTER_AREAS = frozenset({"wire"})  # areas whose citations in adapters/ count as implemented-by
+SUITE_AREAS = frozenset({"history"})  # areas about the suite itself: citations in conformance/ implement them
 SPEC_DIR = "spec"
 
 
@@ -66,8 +70,14 @@ class Citation:
 class RuleTrace:
     rule: Rule
     implemented_by: tuple[Location, ...]
-    covered_by: tuple[Location, ...]  # citations in conformance code
+    # Checks that can fail for the rule: the rule's ID as a value in conformance code (an anomaly's or a
+    # scenario's rule), not in a comment or a docstring.
+    covered_by: tuple[Location, ...]
     examples: tuple[str, ...]  # scenario IDs of the spec examples that cover the rule
+    scenarios: tuple[str, ...] = ()  # catalogue scenarios (conformance/catalogue/*.yaml) that name it
+    mutants: tuple[Location, ...] = ()  # mutants that break it (conformance/mutants*.py)
+    fixtures: tuple[Location, ...] = ()  # bad history fixtures whose expected causes name it
+    contracts: tuple[Location, ...] = ()  # CrossHair contracts (rmqspec/contracts_check.py)
 
     @property
     def id(self) -> str:
@@ -79,11 +89,32 @@ class RuleTrace:
 
     @property
     def covered(self) -> bool:
-        return bool(self.covered_by or self.examples)
+        return bool(self.covered_by or self.examples or self.scenarios)
 
     @property
     def coverage_count(self) -> int:
-        return len(self.covered_by) + len(self.examples)
+        return len(self.covered_by) + len(self.examples) + len(self.scenarios)
+
+    def details(self) -> dict[str, Any]:
+        """Everything about the rule, with file:line: ``rmqspec rules ID``."""
+        r = self.rule
+        return {
+            "id": r.id,
+            "file": f"{r.file}:{r.line}",
+            "versions": r.versions,
+            "source": r.source,
+            "facts": r.facts,
+            "statement": r.statement_markdown,
+            "implemented_by": [str(x) for x in self.implemented_by],
+            "checks": {
+                "examples": list(self.examples),
+                "scenarios": list(self.scenarios),
+                "checker_and_suite": [str(x) for x in self.covered_by],
+                "mutants": [str(x) for x in self.mutants],
+                "fixtures": [str(x) for x in self.fixtures],
+                "contracts": [str(x) for x in self.contracts],
+            },
+        }
 
     def problems(self) -> list[str]:
         out = []
@@ -92,6 +123,8 @@ class RuleTrace:
             dirs = f"{IMPLEMENTING_DIR}/**/*.py"
             if self.rule.area in ADAPTER_AREAS:
                 dirs += f" or {ADAPTERS_DIR}/**/*.py"
+            if self.rule.area in SUITE_AREAS:
+                dirs += f" or {COVERING_DIR}/**/*.py"
             out.append(f"{self.id} ({where}): not implemented: no citation in {dirs}")
         if not self.covered:
             out.append(
@@ -213,6 +246,65 @@ def find_citations(text: str, pattern: re.Pattern[str], display: str) -> Iterato
             yield Citation(rule_id, Location(display, n))
 
 
+def value_citations(text: str, pattern: re.Pattern[str], display: str) -> Iterator[Citation]:
+    """Rule IDs in the string values of Python code, not in comments or docstrings: the citations that
+    can make a check fail (``Anomaly(..., rule="schedule/due-time")``, a scenario's rules)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return
+    docstrings: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    seen: set[tuple[str, int]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            for m in pattern.finditer(node.value):
+                key = (m.group(0), node.lineno)
+                if key not in seen:
+                    seen.add(key)
+                    yield Citation(m.group(0), Location(display, node.lineno))
+
+
+def _catalogue_rules(root: Path, known: frozenset[str]) -> dict[str, list[str]]:
+    """Rule -> the catalogue scenarios (conformance/catalogue/*.yaml) that name it."""
+    out: dict[str, list[str]] = defaultdict(list)
+    folder = root / COVERING_DIR / "catalogue"
+    if not folder.is_dir():
+        return out
+    import yaml
+
+    for path in sorted(folder.resolve().glob("*.yaml")):
+        try:
+            docs = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        except (OSError, yaml.YAMLError):
+            continue
+        for doc in docs if isinstance(docs, list) else []:
+            if isinstance(doc, dict):
+                for rule in doc.get("rules") or []:
+                    if rule in known:
+                        out[rule].append(f"catalogue/{doc.get('name')}")
+    return out
+
+
+def _fixture_causes(root: Path, pattern: re.Pattern[str], known: frozenset[str]) -> dict[str, list[Location]]:
+    """Rule -> the bad history fixtures whose header expects a cause of it (tests/fixtures/histories)."""
+    out: dict[str, list[Location]] = defaultdict(list)
+    folder = root.resolve().parent / "tests" / "fixtures" / "histories" / "bad"
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        try:
+            header = path.read_text(encoding="utf-8").splitlines()[0]
+        except (OSError, IndexError):
+            continue
+        for rule in dict.fromkeys(m.group(0) for m in pattern.finditer(header)):
+            if rule in known:
+                out[rule].append(Location(f"tests/fixtures/histories/bad/{path.name}", 1))
+    return out
+
+
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
@@ -238,18 +330,42 @@ def scan(root: Path, spec: Spec | None = None) -> Traceability:
     covered: dict[str, list[Location]] = defaultdict(list)
     unknown: list[Citation] = []
 
-    def collect(dirname: str, sink: dict[str, list[Location]], areas: frozenset[str] | None) -> None:
+    mutants: dict[str, list[Location]] = defaultdict(list)
+
+    def collect(
+        dirname: str, sink: dict[str, list[Location]], areas: frozenset[str] | None, values_only: bool = False
+    ) -> None:
         for path, display in _python_files(root / dirname):
-            counts = path.name not in NOT_CHECKS
-            for c in find_citations(_read(path), pattern, display):
+            counts = path.name not in NOT_CHECKS and not path.name.startswith("mutants")
+            text = _read(path)
+            for c in find_citations(text, pattern, display):
                 if c.rule_id not in known:
                     unknown.append(c)
-                elif counts and (areas is None or c.rule_id.split("/")[0] in areas):
+            if path.name.startswith("mutants") and dirname == COVERING_DIR and sink is covered:
+                for c in value_citations(text, pattern, display):
+                    mutants[c.rule_id].append(c.location)
+                continue
+            cited = (
+                value_citations(text, pattern, display)
+                if values_only
+                else find_citations(text, pattern, display)
+            )
+            for c in cited:
+                if c.rule_id in known and counts and (areas is None or c.rule_id.split("/")[0] in areas):
                     sink[c.rule_id].append(c.location)
 
     collect(IMPLEMENTING_DIR, implemented, None)
     collect(ADAPTERS_DIR, implemented, ADAPTER_AREAS)
-    collect(COVERING_DIR, covered, None)
+    collect(COVERING_DIR, implemented, SUITE_AREAS)
+    collect(COVERING_DIR, covered, None, values_only=True)
+    scenarios = _catalogue_rules(root, known)
+    fixtures = _fixture_causes(root, pattern, known)
+    contracts: dict[str, list[Location]] = defaultdict(list)
+    contracts_file = root / "contracts_check.py"
+    if contracts_file.is_file():
+        for c in find_citations(_read(contracts_file), pattern, "rmqspec/contracts_check.py"):
+            if c.rule_id in known:
+                contracts[c.rule_id].append(c.location)
 
     by_example: dict[str, list[str]] = defaultdict(list)
     for ex in spec.examples():
@@ -270,6 +386,10 @@ def scan(root: Path, spec: Spec | None = None) -> Traceability:
             implemented_by=tuple(sorted(set(implemented[r.id]))),
             covered_by=tuple(sorted(set(covered[r.id]))),
             examples=tuple(by_example[r.id]),
+            scenarios=tuple(scenarios.get(r.id, ())),
+            mutants=tuple(sorted(set(mutants[r.id]))),
+            fixtures=tuple(sorted(set(fixtures.get(r.id, ())))),
+            contracts=tuple(sorted(set(contracts[r.id]))),
         )
         for r in spec.rules
     )

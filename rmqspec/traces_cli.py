@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +25,30 @@ traces_app = typer.Typer(help="Traces: generate histories, verify them at scale.
 
 ENGINES = ("rdd", "pandas", "local", "pool")
 MODES = ("whole", "keyed")
+
+
+@contextlib.contextmanager
+def _stderr_to_file() -> Iterator[Path]:
+    """File descriptor 2 (inherited by the JVM Spark starts) to a log file while Spark runs."""
+    log = Path(tempfile.mkstemp(prefix="rmqspec-spark-", suffix=".log")[1])
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield log
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _missing_extra(e: ModuleNotFoundError) -> str:
+    return (
+        f"traces need the spark extra ({e.name} is not installed): pip install 'rmqspec[spark]' "
+        "(from a checkout: pip install -e '.[spark]')"
+    )
 
 
 def _fail(message: str) -> typer.Exit:
@@ -43,12 +72,21 @@ def generate_cmd(
     """Generate histories from the model-driven workload, deterministic per seed."""
     import time
 
+    from rmqspec.adapters.inprocess import InProcessTarget
     from rmqspec.conformance.trace_gen import write_traces
+
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ModuleNotFoundError as e:
+            raise _fail(_missing_extra(e)) from None
 
     if histories < 1 or events < 1:
         raise _fail("--histories and --events must be at least 1")
     if mutant is not None and mutant not in MUTANTS:
         raise _fail(f"unknown mutant {mutant!r}; `rmqspec mutants --list` shows the names")
+    if mutant is not None and MUTANTS[mutant].served_only:
+        raise _fail(f"mutant {mutant!r} is a fault on the served wire: traces are made in process")
     if fmt not in ("parquet", "jsonl"):
         raise _fail(f"--format {fmt!r}: use parquet or jsonl")
     if out.exists() and not out.is_dir():
@@ -58,6 +96,7 @@ def generate_cmd(
         out,
         histories=histories,
         events=events,
+        make_target=InProcessTarget,
         seed=seed,
         mutant=mutant,
         fmt=fmt,
@@ -82,9 +121,31 @@ def verify_cmd(
     epsilon: Annotated[int, typer.Option(help="allowed lateness, ms (0 for logical-clock traces)")] = 0,
     report: Annotated[Path | None, typer.Option(help="write totals and anomalies as JSON")] = None,
     plots: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="the broker settings to judge by (a target profile YAML)  [default: the settings the trace "
+            "records, else the generator's]"
+        ),
+    ] = None,
+    history: Annotated[
+        str | None, typer.Option(help="show only this history's verdict and anomalies (re-check one history)")
+    ] = None,
 ) -> None:
     """Verify traces; exit 1 on any violation (or when rows read and rows checked differ)."""
-    from rmqspec.conformance.trace_spark import plot, verify
+    try:
+        from rmqspec.conformance.trace_spark import plot, verify
+    except ModuleNotFoundError as e:
+        raise _fail(_missing_extra(e)) from None
+
+    config = None
+    if profile is not None:
+        from rmqspec.adapters.remoting.profile import ProfileError, load_profile
+
+        try:
+            config = load_profile(profile, "127.0.0.1:10911").config
+        except ProfileError as e:
+            raise _fail(str(e)) from None
 
     if engine not in ENGINES:
         raise _fail(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
@@ -92,10 +153,19 @@ def verify_cmd(
         raise _fail(f"--mode {mode!r}: use whole or keyed")
     if plots is not None and mode != "whole":
         raise _fail("--plots needs --mode whole: the keyed mode does not collect lateness or retry ladders")
+    spark_log = None
     try:
-        result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon)
+        if engine in ("rdd", "pandas"):
+            # Spark's JVM and its Python workers write warnings and tracebacks to the process's stderr:
+            # they go to a log file, so that bad input is one line here (exit 2), as on the other engines.
+            with _stderr_to_file() as spark_log:
+                result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
+        else:
+            result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
     except TraceError as e:
-        raise _fail(str(e)) from None
+        raise _fail(
+            f"{e}" + (f" (Spark's log: {spark_log})" if spark_log and "Spark" in str(e) else "")
+        ) from None
     table = Table(
         title=f"rmqspec traces verify ({mode}, {engine}, {master if engine in ('rdd', 'pandas') else 'no Spark'})"
     )
@@ -112,10 +182,32 @@ def verify_cmd(
     ):
         table.add_row(k, str(v))
     console.print(table)
+    levels = result.config.get("messageDelayLevel")
+    console.print(
+        f"judged against: profile {result.config.get('profile')}, levels {levels}, transactionTimeOut "
+        f"{result.config.get('transactionTimeOut')} ms, transactionCheckInterval "
+        f"{result.config.get('transactionCheckInterval')} ms, transactionCheckMax {result.config.get('transactionCheckMax')}"
+    )
     for rule, n in result.by_rule.items():
         console.print(f"[red]{n:6}[/red] {escape(rule)}")
-    if result.failed:
+    shown = [a for a in result.anomalies if history is None or a[0] == history]
+    if (
+        history is not None
+        and not any(a[0] == history for a in result.anomalies)
+        and history not in result.failed
+    ):
+        console.print(f"history {escape(history)}: no anomaly")
+    for h, rule, name, message in shown[:20]:
+        console.print(f"[red]{escape(name)}[/red] [{escape(rule)}] in {escape(h)}: {escape(message)}")
+    if len(shown) > 20:
+        console.print(f"... {len(shown) - 20} more (all of them in --report)")
+    if result.failed and history is None:
+        first = result.failed[0]
         console.print(f"failed histories ({len(result.failed)}): {', '.join(result.failed[:10])}")
+        console.print(
+            f"re-check one: rmqspec traces verify {path} --engine local --history {first}"
+            + (f" --profile {profile}" if profile else "")
+        )
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     if plots is not None:

@@ -91,13 +91,17 @@ def test_lost_message_named() -> None:
     events[-1].value["fields"].update(next_begin_offset=0, max_offset=0)  # the queue is empty
     v = verdict(events)
     assert v.valid == "fail"
-    assert {a.name for a in v.anomalies} == {"lost-message"}
-    # An empty answer while the response's own max offset says the entry is there: 19 is allowed (the
-    # entry could not be read, OFFSET_FOUND_NULL) and proves nothing lost; "offset moved" is wrong.
+    assert [(r.name, r.rule) for r in v.root_causes] == [("lost-message", "put/send-result")]
+    # The empty answer follows from the loss: listed under it, not as a cause of its own.
+    assert {a.name for a in v.anomalies if not a.is_cause} == {"wrong-pull-status"}
+    # An empty answer while the response's own max offset says the entry is there (OFFSET_FOUND_NULL):
+    # 4.9.8 answers it only when the entry's consume-queue file is gone (DefaultMessageStore.getMessage,
+    # getIndexBuffer is null) and then sends the consumer past it; the model deletes nothing, so the
+    # entry the model holds must be FOUND.
     events[-1].value["fields"].update(next_begin_offset=0, max_offset=1)
-    assert verdict(events).valid == "pass"
+    assert [a.name for a in verdict(events).anomalies] == ["wrong-pull-status"]
     events[-1].value["code"] = 21
-    assert {a.name for a in verdict(events).anomalies} == {"wrong-pull-status"}
+    assert [a.name for a in verdict(events).anomalies] == ["wrong-pull-status"]
 
 
 def test_incremental_checker_matches_batch() -> None:
@@ -130,3 +134,20 @@ def test_known_check_rounds_replace_the_periodic_ticks_near_them() -> None:
     assert infer_check_rounds(seen, 5000, 3000, 100) == (4981, 9990)
     seen[1] = Event(1, -1, "ok", "check", first, 5000)
     assert infer_check_rounds(seen, 5000, 3000, 100) == (4981, 9990)
+
+
+def test_a_verdict_says_what_it_compared_and_nothing_compared_is_no_pass() -> None:
+    v = verdict(delayed_history(Model(CFG), 2000))
+    assert v.valid == "pass"
+    assert (v.checked["responses"], v.checked["records"], v.checked["pulls"]) == (1, 1, 1)
+    assert v.checked_total == sum(v.checked.values()) == 3
+    assert "compared with the model: responses 1, records 1, pulls 1" in v.summary()
+    empty = verdict([])
+    assert (empty.valid, empty.reason) == (
+        "unknown",
+        "nothing was checked: the history holds no answer the model could be compared with",
+    )
+    assert "not a pass" in empty.summary()
+    # Only invokes whose outcome never came: unknown, with the reason.
+    sends = delayed_history(Model(CFG), 2000)[:1]
+    assert verdict(sends).valid == "unknown"

@@ -6,6 +6,7 @@ a failure of one a correct broker may produce); the pair now pins both sides.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
@@ -31,7 +32,7 @@ def names(events: list[Event], cfg: BrokerConfig = CFG, eps: int = 100, **kw: An
     kw.setdefault("check_phase_ms", 0)
     v = check_history(events, cfg, epsilon_ms=eps, **kw)
     assert v.consumed == v.total
-    return {a.name for a in v.anomalies} if v.valid == "fail" else set()
+    return {a.name for a in v.anomalies if a.is_cause} if v.valid == "fail" else set()
 
 
 def at(e: Event, t: int, index: int | None = None, process: int | None = None) -> Event:
@@ -282,10 +283,12 @@ def test_redelivery_after_a_restart_is_allowed_not_required() -> None:
                 "store_timestamp": EPOCH + restart_at + 1020,
             }
             t.events[-1].value.update(
-                code=0, records=[again], fields={"next_begin_offset": 2, "max_offset": 2}
+                code=0, records=[again], fields={"next_begin_offset": 2, "min_offset": 0, "max_offset": 2}
             )
         else:
-            t.events[-1].value.update(code=19, records=[], fields={"next_begin_offset": 1, "max_offset": 1})
+            t.events[-1].value.update(
+                code=19, records=[], fields={"next_begin_offset": 1, "min_offset": 0, "max_offset": 1}
+            )
         return t.events
 
     # The model persisted its offsets at 10 000 (after the delivery); a broker whose persist fell
@@ -335,3 +338,78 @@ def test_a_check_carries_the_half_message_under_its_real_topic() -> None:
     ev = history()
     next(e for e in ev if e.f == "check").value["message"]["properties"]["PGROUP"] = "other"
     assert names(ev, cfg) == {"wrong-check-message"}
+
+
+# --- a broker whose commit log held other records before the history began -------------------------
+
+
+def _shift_id(msg_id: str, by: int) -> str:
+    return ",".join(m[:-16] + f"{int(m[-16:], 16) + by:016X}" for m in msg_id.split(","))
+
+
+def shifted(events: list[Event], by: int) -> list[Event]:
+    """The same history from a broker whose commit-log offsets are all ``by`` higher (a shared broker)."""
+    out = []
+    for e in events:
+        v = json.loads(json.dumps(e.value))
+        if e.type == "invoke" and e.f in ("send_back", "view"):
+            v["offset"] += by
+        if e.type == "invoke" and e.f == "end_tx":
+            v["commit_log_offset"] += by
+        if isinstance(v.get("fields"), dict) and "msg_id" in v["fields"]:
+            v["fields"]["msg_id"] = _shift_id(v["fields"]["msg_id"], by)
+        records = v.get("records", []) + ([v["message"]] if "message" in v else [])
+        if e.f == "check":
+            v["commit_log_offset"] += by
+        for r in records:
+            r["commit_log_offset"] += by
+            r["msg_id"] = _shift_id(r["msg_id"], by)
+            if r["sys_flag"] & 12 == 8 and r["topic"] == "T":
+                r["prepared_transaction_offset"] += by
+            origin = r["properties"].get("ORIGIN_MESSAGE_ID")
+            if origin:
+                r["properties"]["ORIGIN_MESSAGE_ID"] = _shift_id(origin, by)
+        out.append(Event(e.index, e.process, e.type, e.f, v, e.time))
+    return out
+
+
+def test_a_retry_copy_of_a_committed_message_names_no_half() -> None:
+    """A send-back copies the sysFlag (COMMIT) but not preparedTransactionOffset (4.9.8
+    SendMessageProcessor.consumerSendMsgBack): 0 is right for it, wherever the half sits."""
+    t = target()
+    t.execute(Send(Message("T", b"p", props(UNIQ_KEY="P1"))))  # commit-log offset 0 in the model
+    sent = t.execute(Send(Message("T", b"h", props(UNIQ_KEY="H1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+    clo = int(str(sent.fields["msg_id"])[-16:], 16)
+    offset = int(sent.fields["queue_offset"])  # type: ignore[call-overload]
+    t.execute(EndTx(EndTransaction("PG", offset, clo, TxAction.COMMIT, transaction_id="H1")))
+    pulled = t.execute(Pull("T", 0, 0))
+    t.execute(ConsumerSendBack(SendBack("CG", pulled.records[1].commit_log_offset)))
+    t.advance_to(EPOCH + 4000)
+    t.execute(Pull("%RETRY%CG", 0, 0))
+    assert t.events[-1].value["records"][0]["prepared_transaction_offset"] == 0
+    assert names(shifted(t.events, 1000)) == set()
+    bad = shifted(t.events, 1000)
+    next(r for e in bad if e.f == "pull" for r in e.value.get("records", []) if r["sys_flag"] == 8)[
+        "prepared_transaction_offset"
+    ] = 0
+    assert names(bad) == {"wrong-prepared-offset"}
+
+
+def test_with_no_check_in_the_history_a_discard_may_come_an_interval_either_side() -> None:
+    """No producer online: no check shows when the broker's runs are (transaction/check-interval leaves
+    the phase to the broker), so its discard may come up to an interval before or after the model's."""
+    cfg = BrokerConfig(
+        "1s 2s 3s", transaction_check_interval_ms=5000, transaction_timeout_ms=3000, transaction_check_max=2
+    )
+
+    def history(phase: int) -> list[Event]:
+        t = target(Model(cfg, check_phase_ms=EPOCH % 5000 + phase))
+        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+        t.advance_to(EPOCH + 30_000)
+        t.execute(Pull("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0))
+        return t.events
+
+    for phase in (0, 2000, 4000):
+        assert names(history(phase), cfg, check_phase_ms=None) == set(), phase
+    # The same broker judged with its phase stated: a run 2 s off the model's is off.
+    assert names(history(2000), cfg, check_phase_ms=0) != set()

@@ -254,3 +254,31 @@ def test_a_path_segment_is_not_a_rule_citation() -> None:
     assert [m.group(0) for m in pattern.finditer("see transaction/check-timeout.")] == [
         "transaction/check-timeout"
     ]
+
+
+def test_rules_shows_one_rule_whole_with_every_check_by_kind() -> None:
+    from typer.testing import CliRunner
+
+    from rmqspec.cli import app
+
+    result = CliRunner().invoke(app, ["rules", "schedule/fifo-per-level", "--json"])
+    assert result.exit_code == 0, result.output
+    [d] = json.loads(result.output)
+    assert d["id"] == "schedule/fifo-per-level" and d["versions"] and d["source"]
+    assert any(loc.startswith("reference/") for loc in d["implemented_by"])
+    assert d["checks"]["examples"] and d["checks"]["mutants"]
+    assert all(":" in loc for loc in d["checks"]["checker_and_suite"])
+    bad = CliRunner().invoke(app, ["rules", "sched/fifo"])
+    assert bad.exit_code == 2 and "did you mean schedule/fifo-per-level" in bad.output
+    grep = CliRunner().invoke(app, ["rules", "--grep", "clamp", "--json"])
+    assert grep.exit_code == 0 and "put/delay-clamp" in {r["id"] for r in json.loads(grep.output)}
+
+
+def test_coverage_counts_values_not_comments_or_docstrings() -> None:
+    """A rule ID in a comment or a docstring checks nothing: only values (an anomaly's rule) count."""
+    from rmqspec.conformance.specdoc import citation_pattern
+    from rmqspec.rules import value_citations
+
+    text = '"""Docstring: put/a."""\n# comment: put/b\nRULE = "put/c"\n\ndef f():\n    """put/d"""\n    return "x put/e"\n'
+    found = [c.rule_id for c in value_citations(text, citation_pattern(["put"]), "x.py")]
+    assert found == ["put/c", "put/e"] or sorted(found) == ["put/c", "put/e"]

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.cli import app
 from rmqspec.conformance.checker import check_history
 from rmqspec.conformance.trace_format import (
@@ -42,20 +43,29 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def reference_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ref")
-    write_traces(out, histories=24, events=150, seed=7, files=3, workers=1)
+    write_traces(out, histories=24, events=150, seed=7, files=3, workers=1, make_target=InProcessTarget)
     return out
 
 
 @pytest.fixture(scope="module")
 def mutant_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mut")
-    write_traces(out, histories=12, events=150, seed=7, mutant="one-tick-late", files=2, workers=1)
+    write_traces(
+        out,
+        histories=12,
+        events=150,
+        seed=7,
+        mutant="one-tick-late",
+        files=2,
+        workers=1,
+        make_target=InProcessTarget,
+    )
     return out
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_round_trip_rebuilds_the_history_exactly(tmp_path: Path, fmt: str) -> None:
-    events = generate_history(3, 120)
+    events = generate_history(3, 120, make_target=InProcessTarget)
     path = tmp_path / f"t.{fmt}"
     rows = list(rows_of("h3", events))
     n = write_parquet(path, rows) if fmt == "parquet" else write_jsonl(path, rows)
@@ -71,7 +81,7 @@ def test_round_trip_rebuilds_the_history_exactly(tmp_path: Path, fmt: str) -> No
 
 def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    write_jsonl(path, rows_of("h", generate_history(1, 40)))
+    write_jsonl(path, rows_of("h", generate_history(1, 40, make_target=InProcessTarget)))
     lines = path.read_text(encoding="utf-8").splitlines()
     lines[5] = lines[5][:-10]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -92,7 +102,7 @@ def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path) -> None:
 
 def test_cli_reports_a_corrupt_trace_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    write_jsonl(path, rows_of("h", generate_history(1, 40)))
+    write_jsonl(path, rows_of("h", generate_history(1, 40, make_target=InProcessTarget)))
     with path.open("a", encoding="utf-8") as fh:
         fh.write("{broken\n")
     result = runner.invoke(app, ["traces", "verify", str(path), "--engine", "local"])
@@ -102,12 +112,18 @@ def test_cli_reports_a_corrupt_trace_without_a_traceback(tmp_path: Path) -> None
 
 
 def test_generation_is_deterministic_per_seed_whatever_the_workers(tmp_path: Path) -> None:
-    a, rows_a = write_traces(tmp_path / "a", histories=6, events=80, seed=11, files=3, workers=1)
-    b, rows_b = write_traces(tmp_path / "b", histories=6, events=80, seed=11, files=3, workers=2)
+    a, rows_a = write_traces(
+        tmp_path / "a", histories=6, events=80, seed=11, files=3, workers=1, make_target=InProcessTarget
+    )
+    b, rows_b = write_traces(
+        tmp_path / "b", histories=6, events=80, seed=11, files=3, workers=2, make_target=InProcessTarget
+    )
     assert rows_a == rows_b
     for pa, pb in zip(a, b, strict=True):
         assert pd.read_parquet(pa).equals(pd.read_parquet(pb))
-    c, _ = write_traces(tmp_path / "c", histories=6, events=80, seed=12, files=3, workers=1)
+    c, _ = write_traces(
+        tmp_path / "c", histories=6, events=80, seed=12, files=3, workers=1, make_target=InProcessTarget
+    )
     assert not pd.read_parquet(a[0]).equals(pd.read_parquet(c[0]))
 
 
@@ -134,7 +150,7 @@ def test_keyed_never_fails_a_history_the_full_checker_passes(mutant: str | None)
     rows: list[dict[str, Any]] = []
     full_fail: set[str] = set()
     for seed in range(6):
-        events = generate_history(seed, 150, mutant=mutant)
+        events = generate_history(seed, 150, mutant=mutant, make_target=InProcessTarget)
         if check_history(events, TRACE_CONFIG, epsilon_ms=0).valid != "pass":
             full_fail.add(str(seed))
         rows.extend(rows_of(str(seed), events))
@@ -186,3 +202,152 @@ def test_spark_keyed_agrees_with_one_process(spark: Any, reference_traces: Path,
     bad = verify(mutant_traces, mode="keyed", engine="rdd", spark=spark)
     local = verify(mutant_traces, mode="keyed", engine="local")
     assert bad.by_rule == local.by_rule and set(bad.failed) == set(local.failed)
+
+
+def test_a_trace_is_judged_against_its_own_settings(tmp_path: Path) -> None:
+    """Issue 16 item 1: a correct history from a broker with RocketMQ's default table failed verify,
+    which judged every trace against the generator's short table. Now: --profile, or the settings the
+    trace records."""
+    from rmqspec.adapters.inprocess import InProcessTarget
+    from rmqspec.conformance.trace_format import config_to_json, rows_of, write_jsonl
+    from rmqspec.conformance.trace_gen import generate_history
+    from rmqspec.conformance.trace_spark import verify
+    from rmqspec.reference.config import BrokerConfig
+
+    default = BrokerConfig()
+    history = generate_history(7, 150, make_target=InProcessTarget, config=default)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    write_jsonl(bare / "h.jsonl", rows_of("h7", history))
+    judged_short = verify(bare, engine="local")
+    assert not judged_short.passed and "schedule/due-time" in judged_short.by_rule
+    assert judged_short.anomalies and judged_short.anomalies[0][0] == "h7"  # the history, rule, name, message
+    assert verify(bare, engine="local", config=default).passed
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    write_jsonl(recorded / "h.jsonl", rows_of("h7", history), {"config": config_to_json(default)})
+    result = verify(recorded, engine="local")
+    assert result.passed and result.config["messageDelayLevel"] == default.describe()
+
+
+def test_cli_verify_takes_a_profile_and_names_failing_histories(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rmqspec.adapters.inprocess import InProcessTarget
+    from rmqspec.cli import app
+    from rmqspec.conformance.trace_format import rows_of, write_jsonl
+    from rmqspec.conformance.trace_gen import generate_history
+    from rmqspec.reference.config import BrokerConfig
+
+    history = generate_history(3, 150, make_target=InProcessTarget, config=BrokerConfig())
+    write_jsonl(tmp_path / "h.jsonl", rows_of("h3", history))
+    runner = CliRunner()
+    bad = runner.invoke(app, ["traces", "verify", str(tmp_path), "--engine", "local"])
+    assert bad.exit_code == 1 and "in h3:" in bad.output and "--history h3" in bad.output
+    root = Path(__file__).resolve().parents[1]
+    good = runner.invoke(
+        app,
+        [
+            "traces",
+            "verify",
+            str(tmp_path),
+            "--engine",
+            "local",
+            "--profile",
+            str(root / "profiles/default.yaml"),
+        ],
+    )
+    assert good.exit_code == 0, good.output
+    assert "judged against: profile 4.9, levels 1s 5s 10s" in good.output
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bad_input_on_spark_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Issue 16 item 2: bad input on the default Spark engine gave 130-line PySpark tracebacks and exit 1."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "corrupt").mkdir()
+    (cases / "corrupt" / "a.jsonl").write_text('{"rmqspec_trace": 1}\n{"history_id": "h", oops\n')
+    (cases / "bytes").mkdir()
+    (cases / "bytes" / "a.parquet").write_bytes(b"\x00\x01 not parquet at all" * 10)
+    (cases / "schema").mkdir()
+    pq.write_table(pa.table({"x": [1]}), cases / "schema" / "a.parquet")
+    (cases / "stringtime").mkdir()
+    from rmqspec.conformance.trace_format import COLUMNS
+
+    cols = {
+        n: pa.array(
+            ["1"] if n == "time" or t == "string" else [1],
+            pa.string() if n == "time" or t == "string" else (pa.int64() if t == "int64" else pa.int32()),
+        )
+        for n, (t, _) in COLUMNS.items()
+    }
+    table = pa.table(cols).replace_schema_metadata({b"rmqspec_trace": b"1"})
+    pq.write_table(table, cases / "stringtime" / "a.parquet")
+    expect = {
+        "corrupt": "a.jsonl:2: not JSON",
+        "bytes": "not a readable Parquet file",
+        "schema": "no rmqspec_trace = 1",
+        "stringtime": "column time is string, not int64",
+    }
+    for name, text in expect.items():
+        for mode in ("whole", "keyed"):
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rmqspec",
+                    "traces",
+                    "verify",
+                    str(cases / name),
+                    "--master",
+                    "local[1]",
+                    "--mode",
+                    mode,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert proc.returncode == 2, (name, mode, proc.stdout[-500:], proc.stderr[-1500:])
+            want = (
+                "keyed mode on Spark reads Parquet traces" if (name, mode) == ("corrupt", "keyed") else text
+            )
+            assert "Traceback" not in proc.stderr and want in proc.stderr, (name, mode, proc.stderr[-800:])
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    good = tmp_path / "good"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqspec",
+            "traces",
+            "generate",
+            "--out",
+            str(good),
+            "--histories",
+            "2",
+            "--events",
+            "40",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmqspec", "traces", "verify", str(good), "--master", "bogus://x"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "cannot start Spark with --master bogus://x" in proc.stderr, proc.stderr[
+        -800:
+    ]
+    assert "Traceback" not in proc.stderr

@@ -5,12 +5,12 @@ loads the hook). Every cell comes from a real run or says "not run":
 
 * **reference**: ``rmqspec.conform.conform("reference", examples=0)`` run at build time (every scenario
   of the catalogue, the spec's examples among them, on the in-process reference model);
-* **served reference**: the report ``docs/results/served-reference.json`` when present (written by
-  ``rmqspec conform --target remoting://HOST:PORT --report ...`` against ``rmqspec serve``), else not run;
-* **mutants**: the kill matrix run at build time on the scenarios of the 4.9 profile (the mutants are
-  4.9 semantics), then, for a mutant no scenario kills, the Hypothesis state machine
-  (:data:`MACHINE_EXAMPLES` runs);
-* **Apache RocketMQ 4.9.4**: the report ``docs/results/rocketmq-4.9.4.json`` when present, else not run.
+* **mutants**: the kill matrix run at build time (``rmqspec.conform.kill_matrix``): a mutant counts as
+  killed only by a failure that names its own rule;
+* **every report in ``docs/results/``**: the JSON of ``rmqspec conform --report`` (``make results`` copies
+  the latest ``make conform-real`` reports there). :data:`KNOWN` gives titles and the order of the
+  columns; a report it does not name is shown after them under its target's name. A report marked
+  as history (:data:`HISTORY`) is an earlier hand run, kept and labelled as such.
 
 ``RMQSPEC_SITE_RUN=0`` skips the build-time runs (the cells then say so), for quick local previews.
 """
@@ -32,11 +32,19 @@ if TYPE_CHECKING:
     from rmqspec.conformance.scenarios import Scenario
 
 RESULTS_DIR = "docs/results"  # relative to the project root (the folder of mkdocs.yml)
-SERVED_FILE = "served-reference.json"
-ROCKETMQ_FILE = "rocketmq-4.9.4.json"
 RUN_ENV = "RMQSPEC_SITE_RUN"
-MACHINE_EXAMPLES = 30
-MUTANT_PROFILE = "4.9"
+# Report files, in the order of the columns, with their titles.
+KNOWN = (
+    ("apache-4.9.7.json", "Apache RocketMQ 4.9.7"),
+    ("apache-5.5.0.json", "Apache RocketMQ 5.5.0"),
+    ("apache-proxy-5.5.0.json", "Apache RocketMQ 5.5.0 proxy (gRPC)"),
+    ("served-reference.json", "served reference (TCP)"),
+    ("rocketmq-4.9.4.json", "Apache RocketMQ 4.9.4 (hand run)"),
+)
+HISTORY = {
+    "rocketmq-4.9.4.json": "history: a hand run of a 4.9.4 broker (2026-11-22, before rmqspec could start "
+    "brokers itself), with the suite of that day; kept as it was"
+}
 
 
 @attrs.frozen
@@ -70,6 +78,7 @@ class TargetResults:
     rules: Mapping[str, RuleOutcome] = attrs.field(factory=dict)
     scenarios: int = 0
     passed: int = 0
+    facts: Mapping[str, str] = attrs.field(factory=dict)  # date, settings, workload, chaos, time
 
     def cell(self, rule_id: str) -> str:
         if not self.ran:
@@ -83,9 +92,12 @@ class MutantOutcome:
     name: str
     rule: str
     description: str
-    killed: bool
-    killed_by: tuple[str, ...]  # scenario IDs that failed on the mutant
-    machine: bool | None  # the state machine killed it; None: not run (a scenario killed it first)
+    outcome: str  # killed, wrong-reason, survived
+    killed_by: tuple[str, ...]  # what failed naming the mutant's rule
+
+    @property
+    def killed(self) -> bool:
+        return self.outcome == "killed"
 
 
 @attrs.frozen
@@ -96,9 +108,6 @@ class MutantResults:
 
     def breaking(self, rule_id: str) -> list[MutantOutcome]:
         return [m for m in self.mutants if m.rule == rule_id]
-
-    def killed_by_rule(self, scenario_ids: set[str]) -> list[MutantOutcome]:
-        return [m for m in self.mutants if scenario_ids & set(m.killed_by)]
 
     def cell(self, rule_id: str) -> str:
         if not self.ran:
@@ -114,14 +123,13 @@ class MutantResults:
 @attrs.frozen
 class Results:
     reference: TargetResults
-    served: TargetResults
     mutants: MutantResults
-    rocketmq: TargetResults
+    reports: tuple[TargetResults, ...]
     scenario_rules: Mapping[str, tuple[str, ...]]  # rule -> scenario IDs of the catalogue covering it
     seconds: float
 
     def targets(self) -> tuple[TargetResults, ...]:
-        return (self.reference, self.served, self.rocketmq)
+        return (self.reference, *self.reports)
 
     def to_json(self) -> dict[str, Any]:
         def target(t: TargetResults) -> dict[str, Any]:
@@ -129,6 +137,7 @@ class Results:
                 "title": t.title,
                 "ran": t.ran,
                 "provenance": t.provenance,
+                "facts": dict(t.facts),
                 "scenarios": t.scenarios,
                 "passed": t.passed,
                 "rules": {
@@ -138,7 +147,7 @@ class Results:
             }
 
         return {
-            "rmqspec_site_results": 1,
+            "rmqspec_site_results": 2,
             "targets": {t.key: target(t) for t in self.targets()},
             "mutants": {
                 "ran": self.mutants.ran,
@@ -175,36 +184,88 @@ def _from_report(data: Mapping[str, Any]) -> tuple[dict[str, RuleOutcome], int, 
     return rules, len(scenarios), passed
 
 
-def _file_target(root: Path, key: str, title: str, name: str, how: str) -> TargetResults:
-    path = root / RESULTS_DIR / name
-    rel = f"{RESULTS_DIR}/{name}"
-    if not path.is_file():
-        return TargetResults(key, title, False, f"Not run: no `{rel}`. {how}")
+def _facts(data: Mapping[str, Any]) -> dict[str, str]:
+    """Date, settings, counts, workload, chaos and run time of a report, as the results page shows them."""
+    settings = data.get("settings") or {}
+    broker = settings.get("broker") or {}
+    counts = data.get("counts") or {}
+    out: dict[str, str] = {}
+    if settings.get("date"):
+        out["date"] = str(settings["date"])
+    if settings.get("profile") or broker:
+        levels = broker.get("messageDelayLevel")
+        checks = (
+            f"transactionTimeOut {broker.get('transactionTimeOut')} ms, transactionCheckInterval "
+            f"{broker.get('transactionCheckInterval')} ms, transactionCheckMax {broker.get('transactionCheckMax')}"
+            if broker
+            else ""
+        )
+        out["settings"] = "; ".join(
+            x
+            for x in (
+                f"profile `{settings['profile']}`" if settings.get("profile") else "",
+                f"levels `{levels}`" if levels else "",
+                checks,
+                f"epsilon {settings['epsilon_ms']} ms" if "epsilon_ms" in settings else "",
+            )
+            if x
+        )
+    if counts:
+        out["scenarios"] = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("pass", "fail", "skip", "unknown"))
+    workload = data.get("workload") or {}
+    machine = data.get("machine") or {}
+    if workload:
+        out["workload"] = (
+            f"{workload.get('operations', 0)} operations in {float(workload.get('seconds', 0)):.0f} s, "
+            f"verdict {workload.get('verdict')}"
+        )
+        if workload.get("restarts"):
+            out["chaos"] = (
+                f"{workload['restarts']} broker restarts, {workload.get('acknowledged', 0)} messages "
+                f"acknowledged, {workload.get('lost', 0)} lost, {workload.get('duplicates_allowed', 0)} "
+                "duplicates (allowed by schedule/restart-redelivery)"
+            )
+    elif machine.get("examples"):
+        out["state machine"] = (
+            f"{machine['examples']} runs, {'passed' if machine.get('failure') is None else 'failed'}"
+        )
+    if "seconds" in data:
+        out["run time"] = f"{float(data['seconds']):.0f} s"
+    return out
+
+
+def _report_target(path: Path, title: str) -> TargetResults:
+    rel = f"{RESULTS_DIR}/{path.name}"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if "error" in data and "scenarios" not in data:
+            return TargetResults(path.stem, title, False, f"`{rel}`: the run did not start: {data['error']}")
         rules, total, passed = _from_report(data)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise PluginError(f"site_results: {rel} is not a conform report: {e}") from None
-    machine = data.get("machine") or {}
-    runs = machine.get("examples", 0)
-    verdict = "passed" if machine.get("failure") is None else "**failed**"
-    if machine.get("mode") == "workload":
-        extra = f"; workload: {runs} operations, history {verdict}" if runs else ""
-    else:
-        extra = f"; state machine: {runs} runs, {verdict}" if runs else ""
-    skipped = (
-        total
-        - passed
-        - sum(
-            1 for s in data.get("scenarios", []) if s.get("outcome") != "skip" and s.get("outcome") != "pass"
-        )
-    )
-    if skipped:
-        extra += f"; {skipped} scenarios skipped (each says why in the report: mostly settings the broker does not have)"
-    prov = (
-        f"From `{rel}` (target `{data.get('target', '?')}`): {passed}/{total} scenarios passed{extra}. {how}"
-    )
-    return TargetResults(key, title, True, prov, rules, total, passed)
+    facts = _facts(data)
+    how = f"From `{rel}` (target `{data.get('target', '?')}`): {passed}/{total} scenarios passed."
+    if path.name in HISTORY:
+        how = f"{HISTORY[path.name]}. {how}"
+    return TargetResults(path.stem, title, True, how, rules, total, passed, facts)
+
+
+def _reports(root: Path) -> tuple[TargetResults, ...]:
+    folder = root / RESULTS_DIR
+    known = dict(KNOWN)
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    order = {name: i for i, (name, _title) in enumerate(KNOWN)}
+    files.sort(key=lambda p: (order.get(p.name, len(order)), p.name))
+    out = []
+    for path in files:
+        title = known.get(path.name)
+        if title is None:
+            try:
+                title = str(json.loads(path.read_text(encoding="utf-8")).get("target") or path.stem)
+            except (OSError, ValueError):
+                title = path.stem
+        out.append(_report_target(path, title))
+    return tuple(out)
 
 
 def _run_reference(scenarios: list[Scenario]) -> TargetResults:
@@ -222,43 +283,26 @@ def _run_reference(scenarios: list[Scenario]) -> TargetResults:
 
 
 def _run_mutants(catalogue: list[Scenario]) -> MutantResults:
-    from rmqspec.conform import kill_matrix, target_factory
-    from rmqspec.conformance.machine import run_machine
+    from rmqspec.conform import kill_matrix
     from rmqspec.conformance.mutants import MUTANTS
-    from rmqspec.reference.config import BrokerConfig
 
     start = time.perf_counter()
-    scenarios = [s for s in catalogue if (s.profile or MUTANT_PROFILE) == MUTANT_PROFILE]
-    rows = {r.mutant: r for r in kill_matrix(examples=0, scenarios=scenarios)}
-    machine: dict[str, bool] = {}
-    for name in (name for name, r in rows.items() if not r.killed):
-        failure = run_machine(
-            target_factory(f"mutant:{name}"), BrokerConfig(), max_examples=MACHINE_EXAMPLES, shrink=False
-        )
-        machine[name] = failure is not None
+    rows = kill_matrix(examples=0, scenarios=catalogue, workers=2)
     out = tuple(
-        MutantOutcome(
-            name,
-            MUTANTS[name].rule,
-            MUTANTS[name].description,
-            r.killed or machine.get(name, False),
-            r.killed_by,
-            machine.get(name),
-        )
-        for name, r in sorted(rows.items())
+        MutantOutcome(r.mutant, r.rule, MUTANTS[r.mutant].description, r.outcome, r.killed_by)
+        for r in sorted(rows, key=lambda r: r.mutant)
     )
     killed = sum(m.killed for m in out)
     prov = (
-        f"Run at build time: the kill matrix of the {len(out)} mutants on the {len(scenarios)} scenarios "
-        f"of the {MUTANT_PROFILE} profile (the mutants change 4.9 semantics), then "
-        f"{MACHINE_EXAMPLES} state-machine runs for each mutant no scenario killed; {killed}/{len(out)} "
-        f"killed in {time.perf_counter() - start:.1f} s."
+        f"Run at build time: the kill matrix of the {len(out)} mutants on the {len(catalogue)} scenarios "
+        f"(a mutant is its one change on top of the profile a scenario asks for, and counts as killed only "
+        f"by a failure that names its rule); {killed}/{len(out)} killed in {time.perf_counter() - start:.1f} s."
     )
     return MutantResults(True, prov, out)
 
 
 def collect(root: Path) -> Results:
-    """Run what runs at build time and read the results files of ``root``."""
+    """Run what runs at build time and read the reports of ``root``."""
     start = time.perf_counter()
     from rmqspec.conformance.scenarios import catalogue
 
@@ -274,29 +318,10 @@ def collect(root: Path) -> Results:
     else:
         reference = _run_reference(scenarios)
         mutants = _run_mutants(scenarios)
-    served = _file_target(
-        root,
-        "served",
-        "served reference (TCP)",
-        SERVED_FILE,
-        "The reference model behind `rmqspec serve --profile profiles/short-levels.yaml`, driven over the "
-        "remoting protocol: `rmqspec conform --target remoting://127.0.0.1:PORT --profile "
-        f"profiles/short-levels.yaml --workload-seconds 60 --report {RESULTS_DIR}/{SERVED_FILE}`.",
-    )
-    rocketmq = _file_target(
-        root,
-        "rocketmq-4.9.4",
-        "Apache RocketMQ 4.9.4",
-        ROCKETMQ_FILE,
-        "A real broker, started with the settings of `profiles/short-levels.yaml`: `rmqspec conform "
-        "--target remoting://HOST:10911 --profile profiles/short-levels.yaml --workload-seconds 60 "
-        f"--report {RESULTS_DIR}/{ROCKETMQ_FILE}` (see the guide *Test your broker*).",
-    )
     return Results(
         reference,
-        served,
         mutants,
-        rocketmq,
+        _reports(root),
         {k: tuple(v) for k, v in by_rule.items()},
         time.perf_counter() - start,
     )
@@ -321,11 +346,10 @@ def render_rule_results(results: Results, rule_id: str, results_page: str) -> li
         "",
         "| target | result | details |",
         "|---|---|---|",
+        _target_row(results.reference, rule_id),
+        _mutant_row(results, rule_id),
     ]
-    for t in (results.reference, results.served):
-        out.append(_target_row(t, rule_id))
-    out.append(_mutant_row(results, rule_id))
-    out.append(_target_row(results.rocketmq, rule_id))
+    out += [_target_row(t, rule_id) for t in results.reports]
     out.append("")
     return out
 
@@ -348,17 +372,13 @@ def _mutant_row(results: Results, rule_id: str) -> str:
         return "| mutants | not run | |"
     parts = []
     for mut in m.breaking(rule_id):
-        if mut.killed_by:
+        if mut.killed:
             how = f"killed by {_scenario_list(list(mut.killed_by))}"
-        elif mut.machine:
-            how = f"killed by the state machine ({MACHINE_EXAMPLES} runs); no scenario kills it"
+        elif mut.outcome == "wrong-reason":
+            how = "**killed for the wrong reason** (no failure names this rule)"
         else:
-            how = f"**survived** the scenarios and {MACHINE_EXAMPLES} state-machine runs"
+            how = "**survived**"
         parts.append(f"`{mut.name}` ({mut.description}): {how}")
-    own = set(results.scenario_rules.get(rule_id, ()))
-    others = [x.name for x in m.killed_by_rule(own) if x.rule != rule_id]
-    if others:
-        parts.append("this rule's scenarios also kill " + ", ".join(f"`{n}`" for n in others))
     if not parts:
         return "| mutants | — | no mutant breaks this rule |"
     return f"| mutants | {m.cell(rule_id)} | {_cell('; '.join(parts))} |"
@@ -371,30 +391,40 @@ def render_results_page(results: Results, rules: list[tuple[str, str]], link: An
         "",
         "Each rule of the spec, and how each verified target did on the scenarios that cover it: the "
         "spec's own examples and the catalogue. Every cell comes from a real run or says *not run*. "
-        "The rule pages show the same row with details; the data is also in [results.json](results.json).",
+        "The rule pages show the same row with details; the data is also in [results.json](results.json). "
+        "The real brokers' runs are `make conform-real` (rmqspec starts each pinned Apache RocketMQ "
+        "release from Maven Central, runs the whole suite on it and stops it); `make results` copies their "
+        "reports here.",
         "",
         "| target | how the results were obtained |",
         "|---|---|",
         f"| reference | {_cell(results.reference.provenance)} |",
-        f"| served reference (TCP) | {_cell(results.served.provenance)} |",
         f"| mutants | {_cell(results.mutants.provenance)} |",
-        f"| Apache RocketMQ 4.9.4 | {_cell(results.rocketmq.provenance)} |",
+    ]
+    out += [f"| {t.title} | {_cell(t.provenance)} |" for t in results.reports]
+    for t in results.reports:
+        if t.facts:
+            out += ["", f"## {t.title}", "", "| | |", "|---|---|"]
+            out += [f"| {k} | {_cell(v)} |" for k, v in t.facts.items()]
+    out += [
+        "",
+        "## Per rule",
         "",
         "A cell reads *pass n/n* (every scenario covering the rule passed), ***FAIL** k/n*, *skip* (the "
-        "target lacks a feature or profile the scenario needs) or *no scenario*. The mutants column counts "
-        "the mutants that break the rule and how many of them the suite killed (— when no mutant breaks it).",
+        "target lacks a feature, a setting or the time the scenario needs; each report says which) or "
+        "*no scenario*. The mutants column counts the mutants that break the rule and how many of them "
+        "the suite killed for that rule (— when no mutant breaks it).",
         "",
-        "| rule | reference | served reference | mutants | Apache RocketMQ 4.9.4 |",
-        "|---|---|---|---|---|",
+        "| rule | " + " | ".join(["reference", "mutants", *[t.title for t in results.reports]]) + " |",
+        "|---|" + "---|" * (2 + len(results.reports)),
     ]
     for rule_id, _title in rules:
-        out.append(
-            f"| {link(rule_id)} | {results.reference.cell(rule_id)} | {results.served.cell(rule_id)} "
-            f"| {results.mutants.cell(rule_id)} | {results.rocketmq.cell(rule_id)} |"
-        )
-    survivors = [m for m in results.mutants.mutants if not m.killed]
-    if survivors:
-        out += ["", "## Mutants that survived", ""]
-        out += [f"- `{m.name}` breaks {link(m.rule)}: {m.description}" for m in survivors]
+        cells = [results.reference.cell(rule_id), results.mutants.cell(rule_id)]
+        cells += [t.cell(rule_id) for t in results.reports]
+        out.append(f"| {link(rule_id)} | " + " | ".join(cells) + " |")
+    not_killed = [m for m in results.mutants.mutants if not m.killed]
+    if not_killed:
+        out += ["", "## Mutants not killed for their own rule", ""]
+        out += [f"- `{m.name}` ({m.outcome}) breaks {link(m.rule)}: {m.description}" for m in not_killed]
     out.append("")
     return "\n".join(out)

@@ -1,0 +1,394 @@
+"""Pulled records: matched to what the model stored, then compared field by field with the model's record.
+
+A record is matched by UNIQ_KEY and topic (a required expectation before an optional one). Its timing
+is judged against the expectation's window, its fields against the model's record: queue (a retry
+copy: any queue below retryQueueNums), the queue offset its own send result named, body, flag,
+reconsumeTimes, sysFlag, preparedTransactionOffset and every property except the ones a broker sets
+from its own configuration or a client adds on reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from rmqspec.reference.constants import (
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    Prop,
+)
+from rmqspec.reference.observations import Discarded
+from rmqspec.reference.records import Props, Record
+
+from ..history import Event
+from .expectation import Expectation
+from .order import OrderMixin
+from .windows import delivery_rule
+
+# Properties whose value the model predicts exactly, with the rule that states each.
+PROP_RULES: Final = {
+    Prop.DELAY: "schedule/delivered-copy",
+    Prop.REAL_TOPIC: "schedule/delivered-copy",
+    Prop.REAL_QID: "schedule/delivered-copy",
+    Prop.RETRY_TOPIC: "sendback/retry-topic-property",
+    Prop.TRAN_MSG: "transaction/committed-message",
+    Prop.PGROUP: "transaction/committed-message",
+    Prop.UNIQ_KEY: "schedule/delivered-copy",
+    Prop.TAGS: "put/stored-properties",
+    Prop.KEYS: "put/stored-properties",
+    Prop.TRANSACTION_CHECK_TIMES: "transaction/check-times",
+}
+# Properties a broker sets from its own configuration or a client adds on reading: never compared. Every
+# other property of a record (user properties, WAIT, the ones above) must be what the model stores.
+UNCOMPARED_PROPS: Final = frozenset(
+    {
+        Prop.CLUSTER,
+        Prop.MSG_REGION,
+        Prop.TRACE_ON,
+        Prop.ORIGIN_MESSAGE_ID,  # compared on its own: the model's offset id maps to the target's
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "CONSUME_START_TIME",
+    }
+)
+
+
+def prop_diffs(want: Props, got: Mapping[str, str]) -> list[tuple[str, str | None, str | None]]:
+    """(key, expected, got) for every compared property that differs, is missing or is extra."""
+    return [
+        (k, want.get(k), got.get(k))
+        for k in sorted((set(want) | set(got)) - UNCOMPARED_PROPS)
+        if want.get(k) != got.get(k)
+    ]
+
+
+def msg_id_offset(msg_id: str) -> int:
+    """The commit-log offset an offset message id names (its last 16 hex digits); -1 if none."""
+    try:
+        return int(msg_id.split(",")[0][-16:], 16)
+    except ValueError:
+        return -1
+
+
+def is_offset_id(s: str) -> bool:
+    return len(s) == 32 and all(c in "0123456789ABCDEF" for c in s)
+
+
+def where(r: Record) -> str:
+    return f"{r.topic}:{r.queue_id} offset {r.queue_offset}"
+
+
+class RecordsMixin(OrderMixin):
+    def on_record(self, r: Record, e: Event) -> None:
+        uniq = r.uniq_key or ""
+        topic = r.topic
+        slot = (topic, r.queue_id, r.queue_offset)
+        prev = self.queue_seen.get(slot)
+        if prev is not None:
+            if prev != uniq:
+                self.report(
+                    "inconsistent-queue",
+                    "dispatch/in-order",
+                    e.index,
+                    f"{topic}:{slot[1]} offset {slot[2]} held {prev} and now {uniq}",
+                    queues=[(topic, r.queue_id)],
+                    also=[prev, uniq],
+                )
+            return  # a re-read of the same entry
+        self.queue_seen[slot] = uniq
+        xs = self.expectations.get((uniq, topic), [])
+        # A required expectation first: an optional one (a possible redelivery, an operation whose
+        # outcome is unknown) only when nothing else explains the record; of those, one of the record's
+        # own queue first (one message may be stored twice in a topic: sent to one queue, committed to
+        # another).
+        waiting = [x for x in xs if x.seen_at is None]
+        x = min(waiting, key=lambda x: (x.optional, x.queue_id != r.queue_id), default=None)
+        if x is None:
+            if topic in NOT_ALLOWED_SEND_TOPICS and not xs:
+                # A system topic a client may read (the half topic, the discard topic): a record the
+                # model holds there (a half, a check copy) is what it stored; on a shared broker, one of
+                # a message this history never sent is another client's.
+                if self.model_holds(uniq, topic):
+                    self.count("records")
+                    return
+                if self.shared and uniq not in self.state.store.uniq:
+                    return
+            self.unexpected(r, uniq, topic, e)
+            return
+        self.count("records")
+        x.seen_at = r.store_timestamp
+        self.bind(r.commit_log_offset, x.model.commit_log_offset)
+        seen_at = e.time
+        if r.store_timestamp < x.earliest or seen_at < x.earliest:
+            self.report(
+                "early-delivery",
+                x.rule,
+                e.index,
+                f"{uniq} visible in {topic} at store time {r.store_timestamp}, "
+                f"{x.earliest - min(r.store_timestamp, seen_at)} ms before it may be",
+                uniq=uniq,
+                queues=[(topic, r.queue_id)],
+            )
+        else:
+            self.judge_late(x, r.store_timestamp, e.index)
+        if x.level is not None:
+            self.fifo(x, e)
+        self.compare_record(r, x, e)
+
+    def property_diffs(self, want: Props, got: Mapping[str, str]) -> list[tuple[str, str | None, str | None]]:
+        """``prop_diffs``, with a half-queue offset (TRAN_PREPARED_QUEUE_OFFSET) compared through the
+        mapping of the target's half queue to the model's: on a shared broker the offsets differ."""
+        out = []
+        for key, want_v, got_v in prop_diffs(want, got):
+            if key == Prop.TRAN_PREPARED_QUEUE_OFFSET and want_v is not None and got_v is not None:
+                try:
+                    if self.half_table_target_to_model.get(int(got_v)) == int(want_v):
+                        continue
+                except ValueError:
+                    pass
+            out.append((key, want_v, got_v))
+        return out
+
+    def model_holds(self, uniq: str, topic: str) -> bool:
+        store = self.state.store
+        return any(
+            (rec := store.lookup(clo)) is not None and rec.topic == topic and clo not in self.phantoms
+            for clo in store.uniq.get(uniq, ())
+        )
+
+    def compare_record(self, r: Record, x: Expectation, e: Event) -> None:
+        m = x.model
+        uniq = x.uniq
+        if m.topic.startswith(RETRY_PREFIX):
+            # The retry queue is the broker's random pick among retryQueueNums (rule: sendback/retry-topic).
+            if not 0 <= r.queue_id < self.model.config.retry_queue_nums:
+                self.report(
+                    "wrong-queue",
+                    "sendback/retry-topic",
+                    e.index,
+                    f"{uniq} in retry queue {r.queue_id}; retryQueueNums is {self.model.config.retry_queue_nums}",
+                    uniq=uniq,
+                    queues=[(r.topic, r.queue_id), x.queue],
+                )
+        elif r.queue_id != x.queue_id:
+            self.report(
+                "wrong-queue",
+                x.rule,
+                e.index,
+                f"{uniq} in queue {r.queue_id}, expected {x.queue_id}",
+                uniq=uniq,
+                queues=[(r.topic, r.queue_id), x.queue],
+            )
+        reported = self.reported_offset.get((x.source, uniq))
+        if reported is not None and reported != (r.queue_id, r.queue_offset):
+            self.report(
+                "wrong-queue-offset",
+                "put/queue-offset",
+                e.index,
+                f"{uniq} read at {where(r)}, but its send result said queue {reported[0]} offset {reported[1]}",
+                uniq=uniq,
+                queues=[(r.topic, r.queue_id)],
+            )
+        if r.body != m.body:
+            self.report(
+                "wrong-body",
+                x.rule,
+                e.index,
+                f"{uniq} in {m.topic}: the body differs from the one sent",
+                uniq=uniq,
+            )
+        if r.flag != m.flag:
+            self.report("wrong-flag", x.rule, e.index, f"{uniq} flag {r.flag}, expected {m.flag}", uniq=uniq)
+        if r.reconsume_times != m.reconsume_times:
+            self.report(
+                "wrong-reconsume-times",
+                "sendback/reconsume-times",
+                e.index,
+                f"{uniq} reconsumeTimes {r.reconsume_times}, expected {m.reconsume_times}",
+                uniq=uniq,
+            )
+        if r.sys_flag != m.sys_flag:
+            self.report(
+                "wrong-sys-flag",
+                "transaction/committed-message" if m.sys_flag & 8 else x.rule,
+                e.index,
+                f"{uniq} sysFlag {r.sys_flag}, expected {m.sys_flag}",
+                uniq=uniq,
+            )
+        if x.rule == "transaction/committed-message":
+            # What END_TRANSACTION wrote names its half (which may sit at commit-log offset 0). Other
+            # COMMIT-typed records (a retry copy of a committed message) carry 0: nothing to map.
+            want = self.model_to_target.get(m.prepared_transaction_offset)
+            if want is not None and r.prepared_transaction_offset != want:
+                self.report(
+                    "wrong-prepared-offset",
+                    "transaction/committed-message",
+                    e.index,
+                    f"{uniq} preparedTransactionOffset {r.prepared_transaction_offset}, expected {want}",
+                    uniq=uniq,
+                )
+        for key, want_v, got_v in self.property_diffs(m.properties, r.properties):
+            name, rule = "wrong-properties", PROP_RULES.get(key, "put/stored-properties")
+            if key == Prop.DELAY and m.topic.startswith(RETRY_PREFIX):
+                name, rule = "wrong-retry-level", "sendback/delay-level"
+            self.report(
+                name, rule, e.index, f"{uniq} in {m.topic}: {key}={got_v!r}, expected {want_v!r}", uniq=uniq
+            )
+        self.compare_origin(r, m, uniq, e)
+
+    def compare_origin(self, r: Record, m: Record, uniq: str, e: Event) -> None:
+        """ORIGIN_MESSAGE_ID names the first failed message: the model's offset id maps to the target's."""
+        want = m.properties.get(Prop.ORIGIN_MESSAGE_ID)
+        if want is None:
+            return
+        got = r.properties.get(Prop.ORIGIN_MESSAGE_ID)
+        mapped = self.model_to_target.get(msg_id_offset(want)) if is_offset_id(want) else None
+        ok = got is not None and (
+            (mapped is not None and is_offset_id(got) and msg_id_offset(got) == mapped) or got == want
+        )
+        if not ok:
+            self.report(
+                "wrong-properties",
+                "sendback/origin-message-id",
+                e.index,
+                f"{uniq}: ORIGIN_MESSAGE_ID={got!r} does not name the first failed message",
+                uniq=uniq,
+            )
+
+    def unexpected(self, r: Record, uniq: str, topic: str, e: Event) -> None:
+        """A record no expectation explains: say what it is most likely to be."""
+        seen = [
+            x for xs in self.expectations.values() for x in xs if x.uniq == uniq and x.seen_at is not None
+        ]
+        waiting = [x for xs in self.expectations.values() for x in xs if x.uniq == uniq and x.seen_at is None]
+        scheduled = [x for x in self.schedule_pending(uniq) if x.topic == topic]
+        queues = [(topic, r.queue_id)]
+        if topic.startswith(DLQ_PREFIX) and any(
+            x.topic.startswith(RETRY_PREFIX) for x in waiting + scheduled
+        ):
+            self.report(
+                "wrong-dlq",
+                "sendback/dlq-route",
+                e.index,
+                f"{uniq} dead-lettered; the model retries it",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif topic.startswith(RETRY_PREFIX) and any(x.topic.startswith(DLQ_PREFIX) for x in waiting):
+            self.report(
+                "wrong-dlq",
+                "sendback/dlq-route",
+                e.index,
+                f"{uniq} retried; the model dead-letters it",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif uniq in self.half_uniqs and self.resolved.get(uniq) == "rollback":
+            self.report(
+                "rollback-visible",
+                "transaction/rollback",
+                e.index,
+                f"{uniq} visible after a rollback",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif uniq in self.half_uniqs and uniq not in self.resolved and topic != TRANS_CHECK_MAX_TIME_TOPIC:
+            self.report(
+                "visible-half-message",
+                "transaction/half-message",
+                e.index,
+                f"{uniq} visible in {topic} before any commit",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif topic == TRANS_CHECK_MAX_TIME_TOPIC and self.discarded_soon(uniq):
+            self.count("records")  # the model discards it within the interval the phase leaves open
+        elif topic == TRANS_CHECK_MAX_TIME_TOPIC:
+            self.report(
+                "early-discard",
+                "transaction/check-discard",
+                e.index,
+                f"{uniq} discarded before the model discards it",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif any(x.model.reconsume_times == r.reconsume_times for x in scheduled):
+            # A copy whose schedule entry the model has not delivered yet: early, by its own rule.
+            x = next(x for x in scheduled if x.model.reconsume_times == r.reconsume_times)
+            self.report(
+                "early-delivery",
+                x.rule,
+                e.index,
+                f"{uniq} visible in {topic} at store time {r.store_timestamp}, before it is due",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif seen and self.redelivery(seen, topic, r.store_timestamp):
+            self.hazards.append(
+                f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
+            )
+        elif seen:
+            self.report(
+                "duplicate-delivery",
+                seen[0].rule,
+                e.index,
+                f"{uniq} delivered again to {topic}",
+                uniq=uniq,
+                queues=queues,
+            )
+        elif scheduled:
+            x = scheduled[0]
+            self.report(
+                "early-delivery",
+                x.rule,
+                e.index,
+                f"{uniq} visible in {topic} before it is due",
+                uniq=uniq,
+                queues=queues,
+            )
+        else:
+            self.report(
+                "unexpected-message",
+                "put/send-result",
+                e.index,
+                f"{uniq} in {topic} was never sent there",
+                uniq=uniq,
+                queues=queues,
+            )
+
+    def discarded_soon(self, uniq: str) -> bool:
+        """With the check service's phase unknown (no check in the history), whether the model discards
+        ``uniq`` within one interval: a broker whose runs come earlier than the model's may have."""
+        if self.check_phase_known or self.model_time is None:
+            return False
+        interval = self.model.config.transaction_check_interval_ms
+        _state, events = self.model.advance(self.state, self.model_time, self.model_time + interval)
+        return any(isinstance(ev, Discarded) and ev.copy.uniq_key == uniq for ev in events)
+
+    def redelivery(self, seen: list[Expectation], topic: str, store_ts: int) -> bool:
+        """A scheduled copy delivered again after a restart, its first delivery at most one offset
+        persist interval before the restart (rule: schedule/restart-redelivery)."""
+        flush = self.model.flush_delay_offset_interval_ms
+        return any(
+            x.level is not None
+            and x.topic == topic
+            and x.seen_at is not None
+            and start - flush - self.eps <= x.seen_at <= start < store_ts
+            for x in seen
+            for start, _ in self.restarts
+        )
+
+    def schedule_pending(self, uniq: str) -> list[Expectation]:
+        """Deliveries the model has not made yet: the copies of ``uniq`` still in the schedule queue."""
+        out = []
+        delivered = self.delivered_sources
+        for clo in self.state.store.uniq.get(uniq, ()):
+            rec = self.state.store.lookup(clo)
+            if rec is None or rec.topic != SCHEDULE_TOPIC or clo in delivered or clo in self.phantoms:
+                continue
+            real = rec.properties.get(Prop.REAL_TOPIC, "")
+            out.append(Expectation(uniq, real, -1, 0, 0, rec, delivery_rule(real), -1))
+        return out

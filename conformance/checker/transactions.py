@@ -1,0 +1,200 @@
+"""Transaction checks: the broker's CHECK_TRANSACTION_STATE requests against the model's.
+
+The model's check service runs at ``phase + k × transactionCheckInterval`` (or at the rounds the
+history shows, ``infer_check_rounds``). Each check the target sent is matched to one the model sends,
+by UNIQ_KEY and TRANSACTION_CHECK_TIMES; a check the model does not send then is early, one the model
+sends that never came (within epsilon) is missing. The message a check carries is compared with the
+model's like a pulled record.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from rmqspec.reference.constants import Prop
+from rmqspec.reference.records import Record
+
+from ..contract import CheckEvent
+from ..history import Event
+from .records import RecordsMixin
+from .verdict import Anomaly
+
+
+class TransactionsMixin(RecordsMixin):
+    def on_check(self, c: CheckEvent, e: Event) -> None:
+        msg = c.message
+        uniq = msg.properties.get(Prop.UNIQ_KEY, "")
+        times = msg.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+        for n, (t, req) in enumerate(self.expected_checks):
+            if (
+                req.transaction_id == uniq
+                and req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES) == times
+            ):
+                self.count("checks")
+                if e.time < t:
+                    self.report(
+                        "early-check",
+                        "transaction/check-interval",
+                        e.index,
+                        f"check of {uniq} {t - e.time} ms early",
+                        uniq=uniq,
+                    )
+                self.bind(c.commit_log_offset, req.commit_log_offset)
+                self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
+                del self.expected_checks[n]
+                self.compare_check_message(msg, req.message, e)
+                return
+        if uniq in self.resolved:
+            self.report(
+                "check-after-resolution",
+                "transaction/check-resolved",
+                e.index,
+                f"{uniq} checked after it was {self.resolved[uniq]}ed",
+                uniq=uniq,
+            )
+        elif any(r.transaction_id == uniq for _t, r in self.expected_checks):
+            self.report(
+                "wrong-check-times",
+                "transaction/check-times",
+                e.index,
+                f"check of {uniq} with TRANSACTION_CHECK_TIMES={times}",
+                uniq=uniq,
+            )
+        else:
+            self.report(
+                "early-check",
+                "transaction/check-timeout",
+                e.index,
+                f"check of {uniq} (TRANSACTION_CHECK_TIMES={times}) the model does not send now",
+                uniq=uniq,
+            )
+
+    def compare_check_message(self, got: Record, want: Record, e: Event) -> None:
+        """The message a check carries: the half message under its real topic and queue, body and
+        properties as stored (rule: wire/check-request)."""
+        diffs = [
+            f"{what} {g!r}, expected {w!r}"
+            for what, g, w in (
+                ("topic", got.topic, want.topic),
+                ("queue", got.queue_id, want.queue_id),
+                ("body", got.body, want.body),
+            )
+            if g != w
+        ]
+        diffs += [
+            f"{k}={g!r}, expected {w!r}" for k, w, g in self.property_diffs(want.properties, got.properties)
+        ]
+        if diffs:
+            self.report(
+                "wrong-check-message",
+                "wire/check-request",
+                e.index,
+                f"check of {want.uniq_key}: {'; '.join(diffs)}",
+                uniq=want.uniq_key,
+            )
+
+    def overdue_checks(self, t: int) -> None:
+        keep = []
+        for when, req in self.expected_checks:
+            if when + self.eps < t:
+                self.count("checks")
+                self.report(
+                    "missing-check",
+                    "transaction/check-timeout",
+                    -1,
+                    f"no check of {req.transaction_id} (TRANSACTION_CHECK_TIMES="
+                    f"{req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES)}) by {when + self.eps}",
+                    uniq=req.transaction_id,
+                )
+            else:
+                keep.append((when, req))
+        self.expected_checks = keep
+
+
+# --- when the check service ran, from the history -------------------------------------------------------
+
+
+def infer_check_phase(events: Sequence[Event], interval_ms: int) -> int:
+    """The check service's phase: the earliest arrival within a round, over every check in the history.
+
+    A check request arrives a little after its round starts (the time to put the copy back and send);
+    the round that shows the least delay is the best estimate of the phase. Arrivals are compared on a
+    circle of ``interval_ms``, so a round straddling a multiple of the interval is not split.
+    """
+    times = [e.time for e in events if e.f == "check"]
+    if not times:
+        return 0
+    base = times[0] % interval_ms
+    earliest = min(((t - base + interval_ms // 2) % interval_ms) - interval_ms // 2 for t in times)
+    return (base + earliest) % interval_ms
+
+
+def _check_props(e: Event) -> dict[str, object]:
+    msg = e.value.get("message") if isinstance(e.value, dict) else None
+    p = msg.get("properties") if isinstance(msg, dict) else None
+    return p if isinstance(p, dict) else {}
+
+
+def infer_check_rounds(
+    events: Sequence[Event], interval_ms: int, timeout_ms: int = 0, latency_ms: int = 0
+) -> tuple[int, ...]:
+    """When each check round ran, from the check requests the history shows.
+
+    A round's requests arrive together, the first one ``A`` at most ``latency_ms`` after the round began
+    (a real broker's rounds also drift: each waits the interval after the last one ended). The round
+    began no later than ``A``, no earlier than ``A - latency_ms``, and late enough that every message it
+    checked for the first time was old enough (sent at least ``timeout_ms`` before): the earliest time
+    consistent with all of that (the model checks a message older than the timeout, strictly) is the
+    round's time in the model.
+    """
+    sent: dict[str, int] = {}
+    for e in events:
+        if e.type == "invoke" and e.f == "send_half" and isinstance(e.value, dict):
+            props = e.value.get("properties") or {}
+            if isinstance(props, dict) and "CHECK_IMMUNITY_TIME_IN_SECONDS" not in props:
+                sent.setdefault(str(props.get("UNIQ_KEY", "")), e.time)
+    rounds: list[int] = []
+    checked: set[str] = set()
+    for group in _check_rounds(events, interval_ms):
+        first_at = group[0].time
+        at = first_at - latency_ms
+        for e in group:
+            uniq = str(_check_props(e).get("UNIQ_KEY"))
+            # A message's first check (its count is 1, or 0 after a count Java cannot parse)
+            if uniq in sent and uniq not in checked:
+                at = min(first_at, max(at, sent[uniq] + timeout_ms + 1))
+            checked.add(uniq)
+        rounds.append(at)
+    return tuple(rounds)
+
+
+def _check_rounds(events: Sequence[Event], interval_ms: int) -> list[list[Event]]:
+    """The check requests grouped by round, in arrival order: a round's requests arrive together, and a
+    request more than half an interval after its round's first one opens the next round."""
+    groups: list[list[Event]] = []
+    for e in sorted((e for e in events if e.f == "check"), key=lambda e: (e.time, e.index)):
+        if not groups or e.time - groups[-1][0].time > interval_ms // 2:
+            groups.append([])
+        groups[-1].append(e)
+    return groups
+
+
+def check_round_spacing(events: Sequence[Event], interval_ms: int, latency_ms: int) -> list[Anomaly]:
+    """Check rounds at least an interval apart (rule: transaction/check-interval).
+
+    Each round waits the interval after the previous one ended, so the first requests of two rounds
+    arrive at least ``interval_ms - latency_ms`` apart, ``latency_ms`` bounding how late a round's first
+    request may arrive after the round began.
+    """
+    firsts = [group[0] for group in _check_rounds(events, interval_ms)]
+    return [
+        Anomaly(
+            "early-check",
+            "transaction/check-interval",
+            b.index,
+            f"a check round {b.time - a.time} ms after the previous one; the interval is {interval_ms} ms",
+        )
+        for a, b in itertools.pairwise(firsts)
+        if b.time - a.time < interval_ms - latency_ms
+    ]

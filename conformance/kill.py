@@ -1,0 +1,221 @@
+"""The kill matrix: the suite run against every mutant, and whether it fails each for the right reason.
+
+A mutant is **killed** only by a failure that names its rule (or one of the symptoms it declares):
+
+* a scenario's failure names the scenario's rules (its own and its ``also``);
+* the state machine's failure names the rules of the root causes its verdict reports;
+* the wire probe's findings name wire rules.
+
+A mutant some failure catches, but none for its rule, is **killed for the wrong reason** (the report
+says what caught it); one nothing catches **survived**. Semantic and configuration mutants run the
+scenario catalogue and the state machine on the in-process target; wire mutants run the wire probe
+against the reference served over TCP through the mutant's fault (``served`` only).
+
+``conformance`` makes no target itself: the caller passes ``KillTargets`` (the command line passes
+the in-process target and ``rmqspec serve``'s background server). ``workers`` > 1 runs mutants in
+that many processes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import attrs
+
+from rmqspec.reference.config import BrokerConfig
+
+from .checker import Verdict
+from .contract import Target
+from .machine import run_machine
+from .mutants import MUTANTS, Mutant
+from .scenario_run import run_scenario
+from .scenarios import Scenario, catalogue
+from .wireprobe import PROBE_CONFIG, FaultProxy, probe
+
+
+class KillTargets(Protocol):
+    """Where the kill matrix gets its targets (an instance must pickle, for ``workers`` > 1)."""
+
+    def in_process(self, mutant: Mutant, config: BrokerConfig) -> Target:
+        """The mutant's model as a target on a logical clock."""
+        ...
+
+    def serve(self, config: BrokerConfig) -> AbstractContextManager[tuple[str, int]]:
+        """The reference with ``config`` served over TCP (``rmqspec serve``): yields (host, port)."""
+        ...
+
+
+@attrs.frozen
+class Failure:
+    """One part of the suite that failed on a mutant, and the rules it names."""
+
+    source: str  # a scenario id, "state machine" or "wire probe"
+    rules: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "rules": list(self.rules)}
+
+
+@attrs.frozen
+class KillRow:
+    mutant: str
+    rule: str
+    outcome: str  # "killed", "wrong-reason" or "survived"
+    failures: tuple[Failure, ...]  # everything that failed
+    symptoms: tuple[str, ...] = ()
+    path: str = "in-process"  # or "served" (wire mutants)
+    seconds: float = 0.0
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return (self.rule, *self.symptoms)
+
+    @property
+    def killed(self) -> bool:
+        return self.outcome == "killed"
+
+    @property
+    def killed_by(self) -> tuple[str, ...]:
+        """The failures that name the mutant's rule (or a symptom): what killed it."""
+        return tuple(f.source for f in self.failures if set(f.rules) & set(self.rules))
+
+    @property
+    def wrong(self) -> tuple[Failure, ...]:
+        """The failures that name only other rules."""
+        return tuple(f for f in self.failures if not set(f.rules) & set(self.rules))
+
+    @property
+    def machine(self) -> bool:
+        """The state machine (the history checker) killed it for its rule."""
+        return "state machine" in self.killed_by
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mutant": self.mutant,
+            "rule": self.rule,
+            "symptoms": list(self.symptoms),
+            "outcome": self.outcome,
+            "killed": self.killed,
+            "killed_by": list(self.killed_by),
+            "wrong_reason": [f.to_json() for f in self.wrong],
+            "checker": self.machine,
+            "path": self.path,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def outcome(failures: Sequence[Failure], rules: Sequence[str]) -> str:
+    if any(set(f.rules) & set(rules) for f in failures):
+        return "killed"
+    return "wrong-reason" if failures else "survived"
+
+
+def machine_failure(targets: KillTargets, m: Mutant, examples: int) -> Failure | None:
+    """The state machine on the mutant; its failure names the root causes of the failing verdict."""
+    failing: list[Verdict] = []
+
+    def seen(v: Verdict, _ops: int) -> None:
+        if v.anomalies:
+            failing.append(v)
+
+    message = run_machine(
+        lambda cfg: targets.in_process(m, cfg),
+        BrokerConfig(),
+        max_examples=examples,
+        shrink=False,
+        on_verdict=seen,
+    )
+    if message is None:
+        return None
+    rules = tuple(dict.fromkeys(r.rule for v in failing[-1:] for r in v.root_causes))
+    return Failure("state machine", rules or ("?",))
+
+
+def kill_one(targets: KillTargets, m: Mutant, scenarios: Sequence[Scenario], examples: int) -> KillRow:
+    start = time.perf_counter()
+    failures: list[Failure] = []
+    if m.served_only:
+        assert m.wire is not None
+        with targets.serve(PROBE_CONFIG) as (host, port), FaultProxy(host, port, m.wire) as (phost, pport):
+            result = probe(phost, pport)
+        if result.findings:
+            failures.append(Failure("wire probe", result.rules))
+        path = "served"
+    else:
+        for s in scenarios:
+            try:
+                r = run_scenario(s, lambda cfg: targets.in_process(m, cfg), salt="kill")
+            except Exception as e:  # the runner broke on what the mutant answered: still a failure of it
+                failures.append(
+                    Failure(f"{s.id} (the scenario runner raised {type(e).__name__})", tuple(s.rules))
+                )
+                continue
+            if r.outcome == "fail":
+                failures.append(Failure(s.id, tuple(s.rules)))
+        if examples > 0:
+            f = machine_failure(targets, m, examples)
+            if f is not None:
+                failures.append(f)
+        path = "in-process"
+    return KillRow(
+        m.name,
+        m.rule,
+        outcome(failures, m.rules),
+        tuple(failures),
+        m.symptoms,
+        path,
+        time.perf_counter() - start,
+    )
+
+
+def _kill_job(job: tuple[KillTargets, str, Sequence[Scenario], int]) -> KillRow:
+    targets, name, scenarios, examples = job
+    return kill_one(targets, MUTANTS[name], scenarios, examples)
+
+
+def kill_matrix(
+    targets: KillTargets,
+    *,
+    examples: int = 30,
+    names: Sequence[str] | None = None,
+    scenarios: Sequence[Scenario] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    workers: int = 1,
+) -> list[KillRow]:
+    """One row per mutant (``names``, default all), in name order."""
+    chosen = sorted(names or MUTANTS)
+    unknown = [n for n in chosen if n not in MUTANTS]
+    if unknown:
+        raise KeyError(f"unknown mutant(s): {', '.join(unknown)}")
+    scenarios = list(scenarios) if scenarios is not None else catalogue()
+    jobs: list[tuple[KillTargets, str, Sequence[Scenario], int]] = [
+        (targets, name, scenarios, examples) for name in chosen
+    ]
+    rows: dict[str, KillRow] = {}
+    for done, row in enumerate(_run(jobs, workers)):
+        rows[row.mutant] = row
+        if progress:
+            progress(done + 1, len(chosen), row.mutant)
+    return [rows[n] for n in chosen]
+
+
+def _run(jobs: Sequence[tuple[KillTargets, str, Sequence[Scenario], int]], workers: int) -> Iterator[KillRow]:
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield _kill_job(job)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_kill_job, job) for job in jobs]
+        for f in as_completed(futures):
+            yield f.result()
+
+
+def summary(rows: Sequence[KillRow]) -> dict[str, int]:
+    counts = {"killed": 0, "wrong-reason": 0, "survived": 0}
+    for r in rows:
+        counts[r.outcome] += 1
+    return counts

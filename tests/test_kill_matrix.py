@@ -1,0 +1,61 @@
+"""The kill matrix judges why a mutant failed: killed for its own rule, for the wrong reason, or not at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmqspec.conform import CommandLineTargets, TargetSpecError, target_factory
+from rmqspec.conformance.kill import Failure, kill_one, outcome
+from rmqspec.conformance.mutants import EXEMPT, MUTANTS, Mutant
+from rmqspec.conformance.scenarios import catalogue
+from rmqspec.conformance.specdoc import load_spec
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "mutation.md"
+
+
+def test_a_kill_counts_only_when_a_failure_names_the_rule_or_a_declared_symptom() -> None:
+    rules = ("put/delay-clamp", "schedule/due-time")
+    assert (
+        outcome([Failure("s1", ("put/queue-offset",)), Failure("s2", ("put/delay-clamp",))], rules)
+        == "killed"
+    )
+    assert outcome([Failure("state machine", ("schedule/due-time",))], rules) == "killed"
+    assert outcome([Failure("s1", ("put/queue-offset",))], rules) == "wrong-reason"
+    assert outcome([], rules) == "survived"
+
+
+def test_a_mutant_caught_only_by_other_rules_is_killed_for_the_wrong_reason() -> None:
+    """The no-clamp bug labelled with a rule none of its failures names: caught, but not for that rule."""
+    real = MUTANTS["no-clamp"]
+    mislabelled = Mutant("mislabelled", "sendback/ladder", real.description, real.semantics)
+    scenarios = [s for s in catalogue() if s.id.startswith("put/delay-clamp")]
+    row = kill_one(CommandLineTargets(), mislabelled, scenarios, examples=0)
+    assert row.outcome == "wrong-reason"
+    assert row.killed_by == () and {f.rules[0] for f in row.wrong} == {"put/delay-clamp"}
+    right = kill_one(CommandLineTargets(), real, scenarios, examples=0)
+    assert right.outcome == "killed" and right.killed_by
+
+
+def test_every_rule_a_broker_can_break_has_a_mutant_and_the_rest_are_exempt_with_a_reason() -> None:
+    ids = {r.id for r in load_spec().rules}
+    covered = {m.rule for m in MUTANTS.values()}
+    assert covered <= ids
+    assert ids - covered == set(EXEMPT), ids - covered - set(EXEMPT)
+    assert all(reason.strip() for reason in EXEMPT.values())
+    doc = DOCS.read_text(encoding="utf-8")
+    assert all(f"`{rule}`" in doc for rule in EXEMPT), "docs/mutation.md lists every exempt rule"
+    assert all(set(m.symptoms) <= ids for m in MUTANTS.values())
+
+
+def test_wire_mutants_run_only_where_the_wire_is() -> None:
+    wire = [m for m in MUTANTS.values() if m.served_only]
+    assert {m.rule for m in wire} == {r.id for r in load_spec().rules if r.id.startswith("wire/")}
+    with pytest.raises(TargetSpecError, match="served:mutant:msg-id-lower-case"):
+        target_factory("mutant:msg-id-lower-case")
+
+
+def test_a_wire_mutant_is_killed_through_the_served_wire() -> None:
+    row = kill_one(CommandLineTargets(), MUTANTS["msg-id-lower-case"], [], examples=0)
+    assert (row.outcome, row.path, row.killed_by) == ("killed", "served", ("wire probe",))
