@@ -9,7 +9,8 @@ Two shapes of target:
   the main broker run on it concurrently, each in its own namespace; a scenario that needs other
   settings runs on a broker opened with them (when the target can start one: ``served``, ``apache:``),
   or is skipped with what to change; a scenario that restarts the broker runs alone on a broker of its
-  own. Then the concurrent workload, judged as one history at the end (with ``chaos``: broker restarts
+  own, and one marked ``alone`` runs after the others on its broker, one at a time. Then the concurrent
+  workload, judged as one history at the end (with ``chaos``: broker restarts
   during it).
 
 Nothing here imports the command line or the adapters: targets are passed in.
@@ -357,6 +358,12 @@ def run_wall(
         else:
             groups[cfg].append(s)
 
+    def run_batch(dep: Deployment, batch: Sequence[Scenario]) -> None:
+        """The batch's scenarios at once, then those that must run alone, one after another: a run of
+        the check service stops at another scenario's young half message (transaction/check-interval)."""
+        run_on(dep, [s for s in batch if Feature.ALONE not in s.features], options.concurrency)
+        run_on(dep, [s for s in batch if Feature.ALONE in s.features], 1)
+
     def run_on(dep: Deployment, batch: Sequence[Scenario], workers: int) -> None:
         def one(s: Scenario) -> ScenarioResult:
             return run_scenario(
@@ -391,7 +398,7 @@ def run_wall(
             raise TargetError(f"{wt.name}: {e}") from None
         for cfg, batch in groups.items():
             if cfg == wt.config:
-                run_on(main, batch, options.concurrency)
+                run_batch(main, batch)
                 continue
             try:
                 other = wt.open(cfg)
@@ -402,7 +409,7 @@ def run_wall(
                 each(batch, "unknown", f"a broker with these settings could not be started: {e}")
                 continue
             try:
-                run_on(other, batch, options.concurrency)
+                run_batch(other, batch)
             finally:
                 other.close()
         for s, cfg in exclusive:

@@ -104,7 +104,7 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
             raise TargetSpecError(
                 f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
             )
-        return lambda cfg: InProcessTarget(m.model(cfg), name=spec)
+        return lambda cfg: InProcessTarget(m.model(cfg), name=spec, config=cfg)
     raise TargetSpecError(
         f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
         "or apache:VERSION)"
@@ -432,7 +432,7 @@ class CommandLineTargets:
     """The kill matrix's targets: a mutant's model in process, the reference served over TCP."""
 
     def in_process(self, mutant: Mutant, config: BrokerConfig) -> Target:
-        return InProcessTarget(mutant.model(config), name=f"mutant:{mutant.name}")
+        return InProcessTarget(mutant.model(config), name=f"mutant:{mutant.name}", config=config)
 
     def serve(self, config: BrokerConfig) -> AbstractContextManager[tuple[str, int]]:
         return BackgroundServer(WallClockTarget(Model(config), name="reference@wall"))
