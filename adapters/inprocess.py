@@ -72,7 +72,7 @@ class InProcessTarget:
         if config is not None:  # restarted with a changed configuration (e.g. a new level table)
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
-        self.state = self.model.restart(self.state)
+        self.state = self.model.restart(self.state, self._now + self._skew)
 
     def close(self) -> None:
         pass
@@ -161,7 +161,7 @@ class WallClockTarget:
             if config is not None:
                 self.model = attrs.evolve(self.model, config=config)
                 self.state = attrs.evolve(self.state, config=config)
-            self.state = self.model.restart(self.state)
+            self.state = self.model.restart(self.state, self._clock())
 
     def close(self) -> None:
         pass

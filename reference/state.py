@@ -133,6 +133,11 @@ class BrokerState:
     tx_op_pending: tuple[str, ...] = ()
     tx_op_last_write: int | None = None
     timer: TimerState = attrs.field(factory=TimerState)
+    # A restart at a known time (rule: schedule/restart-redelivery): the schedule service delivers nothing
+    # before ``schedule_resume_at`` (FIRST_DELAY_TIME after the start) and flushes its offsets every
+    # flushDelayOffsetInterval counted from ``started_at`` (None: from time 0, a broker never restarted).
+    schedule_resume_at: int | None = None
+    started_at: int | None = None
 
     def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
         return attrs.evolve(self, topics=self.topics.set(topic, config))

@@ -353,7 +353,9 @@ class OperationsMixin(PullsMixin):
             config: BrokerConfig = attrs.evolve(self.model.config, delay_levels=tuple(levels))
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
-        self.state = self.model.restart(self.state)
+        # the broker starts again at the earliest when the restart was asked for: its services' first
+        # moments (deliveries FIRST_DELAY_TIME later, the check service an interval later) count from there
+        self.state = self.model.restart(self.state, inv.time)
 
         def complete(resp: Response, e: Event) -> None:
             self.restarts.append((inv.time, e.time))
