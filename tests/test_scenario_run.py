@@ -39,7 +39,7 @@ def _messages(result: Any) -> list[str]:
     return [f.message for f in result.failures if f.operation != "history"]
 
 
-CHECKED_AT_3001 = [
+CHECKED_AT_3001: list[dict[str, Any]] = [
     {"heartbeat": {"group": "PG"}},
     {"send_half": {"topic": "T", "body": "x"}, "as": "h"},
 ]
@@ -59,7 +59,10 @@ def test_until_waits_for_the_expectation_and_no_longer_than_its_deadline() -> No
 
 def test_until_on_a_wall_clock_allows_epsilon_of_lateness() -> None:
     """A broker MAY be late by the checker's epsilon (transaction/check-interval): the deadline moves by it."""
-    steps = [*CHECKED_AT_3001, {"checks": {}, "until": "=at(h) + timeout", "expect": [{"ref": "h"}]}]
+    steps: list[dict[str, Any]] = [
+        *CHECKED_AT_3001,
+        {"checks": {}, "until": "=at(h) + timeout", "expect": [{"ref": "h"}]},
+    ]
     result, _ = _run(steps, wall=True, eps=10)
     assert not _messages(result)
     result, _ = _run(steps, wall=True, eps=0)
@@ -67,7 +70,7 @@ def test_until_on_a_wall_clock_allows_epsilon_of_lateness() -> None:
 
 
 def test_a_check_within_epsilon_of_a_steps_moment_is_judged_by_the_next_checks_step() -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         *CHECKED_AT_3001,
         {"at": 3200, "checks": {}, "expect": []},  # the check came at 3001: 199 ms before this moment
         {"checks": {}, "until": 5000, "expect": [{"ref": "h", "check_times": 1}]},
@@ -81,7 +84,7 @@ def test_a_check_within_epsilon_of_a_steps_moment_is_judged_by_the_next_checks_s
 
 
 def test_a_repeated_check_item_stands_for_that_many_requests_with_rising_counts() -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         *CHECKED_AT_3001,
         {"checks": {}, "until": 3100, "expect": [{"ref": "h", "check_times": 1}]},
         {
@@ -134,7 +137,7 @@ def test_a_maybe_message_may_be_missing_but_must_match_where_present() -> None:
 
 
 def test_as_on_a_restart_names_the_moment_the_broker_is_back() -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"at": 1234, "restart": {}, "as": "up"},
         {"at": "=at(up) + 1", "send": {"topic": "T", "body": "a"}, "as": "m"},
     ]
@@ -144,7 +147,7 @@ def test_as_on_a_restart_names_the_moment_the_broker_is_back() -> None:
 
 
 def test_a_queue_offset_placeholder_is_the_offset_the_send_answered() -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"send_half": {"topic": "T", "body": "first"}},
         {"send_half": {"topic": "T", "body": "second"}, "as": "h"},
         {"send": {"topic": "U", "body": "c", "props": {"K": "$queue_offset:h"}}, "as": "c"},
