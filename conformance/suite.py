@@ -324,6 +324,17 @@ def run_wall(
     results: dict[str, ScenarioResult] = {}
 
     def finished(r: ScenarioResult) -> None:
+        if r.outcome == "fail" and r.history and options.save_dir is not None:
+            # A failed scenario's history, to re-check or read: its broker settings go with it.
+            meta = {
+                "target": wt.name,
+                "scenario": r.scenario.id,
+                "epsilon_ms": eps,
+                "broker": broker_settings(r.scenario.broker_config(wt.config)),
+            }
+            save_history(
+                r.history, options.save_dir, r.scenario.id.replace("/", "_").replace("#", "--"), meta
+            )
         with lock:
             results[r.scenario.id] = r
             done[0] += 1

@@ -248,7 +248,9 @@ class Model:
         the check service's first run one transactionCheckInterval after it (``waitForRunning`` before
         each run; rule: transaction/check-interval)."""
         # a check run in progress and 5.x op entries not yet written are lost (rule: transaction/op-batch)
-        state = attrs.evolve(state, tx_run=None, tx_op_pending=(), tx_op_last_write=None)
+        state = attrs.evolve(
+            state, tx_run=None, tx_op_pending=(), tx_op_last_write=None, tx_discardable=frozenset()
+        )
         if now is not None:
             state = attrs.evolve(
                 state,

@@ -128,6 +128,10 @@ class BrokerState:
     # the last run ended (the next one starts transactionCheckInterval later).
     tx_run: CheckRun | None = None
     tx_last_run_end: int | None = None
+    # UNIQ_KEYs of the copies the last run wrote and MAY already have discarded (transaction/check-discard):
+    # the broker's loop reaches its own copies when they are dispatched in time; the model's run stops
+    # before them, and its next run discards them.
+    tx_discardable: frozenset[str] = frozenset()
     # 5.x op batch service: entries "<offset>," not yet written, and when the last op was written (None
     # until the first END_TRANSACTION creates the queue's context).
     tx_op_pending: tuple[str, ...] = ()

@@ -304,8 +304,12 @@ class RecordsMixin(OrderMixin):
                 uniq=uniq,
                 queues=queues,
             )
-        elif topic == TRANS_CHECK_MAX_TIME_TOPIC and self.discarded_soon(uniq):
-            self.count("records")  # the model discards it within the interval the phase leaves open
+        elif topic == TRANS_CHECK_MAX_TIME_TOPIC and (
+            uniq in self.state.tx_discardable or self.discarded_soon(uniq)
+        ):
+            # The run that wrote the copy reached it (transaction/check-discard), or the model discards it
+            # within the interval the phase leaves open.
+            self.count("records")
         elif topic == TRANS_CHECK_MAX_TIME_TOPIC:
             self.report(
                 "early-discard",
