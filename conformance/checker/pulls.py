@@ -15,8 +15,8 @@ must be the queue's (min 0, max within the bounds) and agree with its code.
 from __future__ import annotations
 
 from rmqspec.reference.constants import (
-    NOT_ALLOWED_SEND_TOPICS,
     RETRY_PREFIX,
+    SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
     Code,
 )
@@ -55,7 +55,7 @@ class PullsMixin(TransactionsMixin):
         topic = queue[0]
         if topic.startswith(RETRY_PREFIX) and self.model.config.retry_queue_nums > 1:
             return False
-        return not (self.shared and topic in NOT_ALLOWED_SEND_TOPICS)
+        return not (self.shared and topic in SYSTEM_TOPICS)
 
     def floor(self, queue: Queue, t: int) -> int:
         """Entries the target certainly holds at ``t``: seen already, or required and past their window."""
@@ -151,7 +151,7 @@ class PullsMixin(TransactionsMixin):
                 return
             if (
                 self.shared
-                and op.topic in NOT_ALLOWED_SEND_TOPICS
+                and op.topic in SYSTEM_TOPICS
                 and isinstance(after, Rejected)
                 and after.code == Code.TOPIC_NOT_EXIST
             ):
