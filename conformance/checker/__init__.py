@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import attrs
 
 from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.model import semantics_for
 
 from ..history import Event
 from .base import DEFAULT_EPSILON_MS
@@ -97,10 +98,16 @@ def check_history(
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
         # Half the epsilon for the arrival latency, so that a check expected at a round's time still has
         # the other half to arrive: checks of one round arrive over some milliseconds.
+        # A 5.x run may sleep SLEEP_WHILE_NO_OP before its first check (op messages read, none new): its
+        # first request arrives up to that much later after the run began (rule: transaction/check-timeout).
+        latency = epsilon_ms // 2 + (semantics_for(config.profile).check_op_wait_ms() or 0)
         rounds = infer_check_rounds(
-            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, epsilon_ms // 2
+            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, latency
         )
-        spacing = check_round_spacing(events, config.transaction_check_interval_ms, epsilon_ms // 2)
+        spacing = check_round_spacing(events, config.transaction_check_interval_ms, latency)
+        if rounds and latency > epsilon_ms // 2:
+            # The first round's start, not its first request's arrival, places the runs before it.
+            check_phase_ms = rounds[0] % config.transaction_check_interval_ms
     checker = Checker(
         config,
         epsilon_ms=epsilon_ms,

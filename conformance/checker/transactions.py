@@ -97,14 +97,14 @@ class TransactionsMixin(RecordsMixin):
     def overdue_checks(self, t: int) -> None:
         keep = []
         for when, req in self.expected_checks:
-            if when + self.eps < t:
+            if when + self.eps + self.run_slack_ms < t:
                 self.count("checks")
                 self.report(
                     "missing-check",
                     "transaction/check-timeout",
                     -1,
                     f"no check of {req.transaction_id} (TRANSACTION_CHECK_TIMES="
-                    f"{req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES)}) by {when + self.eps}",
+                    f"{req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES)}) by {when + self.eps + self.run_slack_ms}",
                     uniq=req.transaction_id,
                 )
             else:

@@ -61,6 +61,7 @@ class WindowsMixin(CheckerBase):
                     ev.copy.store_timestamp,
                     writer=self.writer_of_uniq.get(uniq),
                 )
+                x.closes += self.run_slack_ms
                 if not self.check_phase_known:
                     # No check shows when the broker's runs are: its run may come up to an interval
                     # before or after the model's (the spec leaves the phase to the broker).
