@@ -98,14 +98,16 @@ def check_history(
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
         # Half the epsilon for the arrival latency, so that a check expected at a round's time still has
         # the other half to arrive: checks of one round arrive over some milliseconds.
-        # A 5.x run may sleep SLEEP_WHILE_NO_OP before its first check (op messages read, none new): its
-        # first request arrives up to that much later after the run began (rule: transaction/check-timeout).
-        latency = epsilon_ms // 2 + (semantics_for(config.profile).check_op_wait_ms() or 0)
+        # A 5.x run may sleep SLEEP_WHILE_NO_OP before its first check when it has read op messages and
+        # none is new (rule: transaction/check-timeout): a round after an END_TRANSACTION began that much
+        # earlier than its first request.
+        op_sleep = semantics_for(config.profile).check_op_wait_ms() or 0
+        latency = epsilon_ms // 2
         rounds = infer_check_rounds(
-            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, latency
+            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, latency, op_sleep
         )
-        spacing = check_round_spacing(events, config.transaction_check_interval_ms, latency)
-        if rounds and latency > epsilon_ms // 2:
+        spacing = check_round_spacing(events, config.transaction_check_interval_ms, latency + op_sleep)
+        if rounds and op_sleep:
             # The first round's start, not its first request's arrival, places the runs before it.
             check_phase_ms = rounds[0] % config.transaction_check_interval_ms
     checker = Checker(
