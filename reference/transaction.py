@@ -315,9 +315,14 @@ class CheckRun:
     op_sets: immutables.Map[int, frozenset[int]]  # 5.x: op queue offset -> half offsets it still names
     done_ops: tuple[int, ...]  # doneOpOffset (a list: 5.x may add one op twice)
     repull: bool = False  # 4.9.8's wait: read the op queue again when going on
+    # A run whose checks a history shows (Model.check_rounds): its sleeps are behind it, so it reads the op
+    # queue to its end and checks what is due without sleeping again (5.x; the checker places it there).
+    known: bool = False
 
 
-def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
+def check(
+    state: BrokerState, now: int, sem: Semantics, known: bool = False
+) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
     """The check service at ``now``: start a run, or go on with the suspended one once it is due.
 
     rule: transaction/check-resolved, transaction/check-timeout, transaction/check-times,
@@ -337,6 +342,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
             remove_map=immutables.Map(),
             op_sets=immutables.Map(),
             done_ops=(),
+            known=known,
         )
         run = _fill(state, run, sem)
     elif now < run.resume_at:
@@ -471,7 +477,7 @@ def _go(
         run = _fill(state, run, sem)
         if run.last_op_born is not None:
             continue  # more op messages: look at this record again
-        wait = sem.check_op_wait_ms()
+        wait = None if run.known else sem.check_op_wait_ms()
         if wait is not None:  # 5.x: Thread.sleep(SLEEP_WHILE_NO_OP)
             return _suspend(state, run, i, new_off, clock + wait, False, events)
         if had_ops:

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 import attrs
 
 from rmqspec.reference.config import BrokerConfig
-from rmqspec.reference.model import semantics_for
 
 from ..history import Event
 from .base import DEFAULT_EPSILON_MS
@@ -97,19 +96,13 @@ def check_history(
     if check_phase_ms is None:
         check_phase_ms = infer_check_phase(events, config.transaction_check_interval_ms)
         # Half the epsilon for the arrival latency, so that a check expected at a round's time still has
-        # the other half to arrive: checks of one round arrive over some milliseconds.
-        # A 5.x run may sleep SLEEP_WHILE_NO_OP before its first check when it has read op messages and
-        # none is new (rule: transaction/check-timeout): a round after an END_TRANSACTION began that much
-        # earlier than its first request.
-        op_sleep = semantics_for(config.profile).check_op_wait_ms() or 0
+        # the other half to arrive: checks of one round arrive over some milliseconds. A known round reads
+        # the op queue to its end and checks at once (5.x: its sleeps are behind it).
         latency = epsilon_ms // 2
         rounds = infer_check_rounds(
-            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, latency, op_sleep
+            events, config.transaction_check_interval_ms, config.transaction_timeout_ms, latency
         )
-        spacing = check_round_spacing(events, config.transaction_check_interval_ms, latency + op_sleep)
-        if rounds and op_sleep:
-            # The first round's start, not its first request's arrival, places the runs before it.
-            check_phase_ms = rounds[0] % config.transaction_check_interval_ms
+        spacing = check_round_spacing(events, config.transaction_check_interval_ms, latency)
     checker = Checker(
         config,
         epsilon_ms=epsilon_ms,

@@ -102,12 +102,17 @@ class CheckerBase:
         queue_hints: dict[int, int] | None = None,
         check_phase_known: bool = True,
     ) -> None:
-        self.model = model or Model(config, check_phase_ms=check_phase_ms, check_rounds=check_rounds)
+        op_sleep = semantics_for(config.profile).check_op_wait_ms()
+        self.model = model or Model(
+            config,
+            check_phase_ms=check_phase_ms,
+            check_rounds=check_rounds,
+            drifting=shared and op_sleep is not None,
+        )
         # On a shared 5.x broker other clients' op messages lengthen the check runs (the loop sleeps
         # SLEEP_WHILE_NO_OP when it has read op messages and the op queue has nothing new, and checks a
         # record at the latest once an op born transactionTimeOut after the run began was read): a run
         # the history shows no check of may start that much later than the model's.
-        op_sleep = semantics_for(config.profile).check_op_wait_ms()
         lengthened = shared and op_sleep is not None
         self.run_slack_ms = config.transaction_timeout_ms + (op_sleep or 0) if lengthened else 0
         self.shared = shared  # a shared broker: system-topic queue offsets are not the model's

@@ -137,7 +137,7 @@ def _check_props(e: Event) -> dict[str, object]:
 
 
 def infer_check_rounds(
-    events: Sequence[Event], interval_ms: int, timeout_ms: int = 0, latency_ms: int = 0, op_sleep_ms: int = 0
+    events: Sequence[Event], interval_ms: int, timeout_ms: int = 0, latency_ms: int = 0
 ) -> tuple[int, ...]:
     """When each check round ran, from the check requests the history shows.
 
@@ -146,10 +146,8 @@ def infer_check_rounds(
     began no later than ``A``, no earlier than ``A - latency_ms``, and late enough that every message it
     checked for the first time was old enough (sent at least ``timeout_ms`` before): the earliest time
     consistent with all of that (the model checks a message older than the timeout, strictly) is the
-    round's time in the model. A round after an END_TRANSACTION (an op message to read) may also have
-    slept ``op_sleep_ms`` before its first check (5.x: SLEEP_WHILE_NO_OP).
+    round's time in the model.
     """
-    ended = sorted(e.time for e in events if e.type == "invoke" and e.f == "end_tx")
     sent: dict[str, int] = {}
     for e in events:
         if e.type == "invoke" and e.f == "send_half" and isinstance(e.value, dict):
@@ -160,8 +158,7 @@ def infer_check_rounds(
     checked: set[str] = set()
     for group in _check_rounds(events, interval_ms):
         first_at = group[0].time
-        slept = op_sleep_ms if ended and ended[0] < first_at else 0
-        at = first_at - latency_ms - slept
+        at = first_at - latency_ms
         for e in group:
             uniq = str(_check_props(e).get("UNIQ_KEY"))
             # A message's first check (its count is 1, or 0 after a count Java cannot parse)
