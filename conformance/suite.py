@@ -19,6 +19,7 @@ Nothing here imports the command line or the adapters: targets are passed in.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -304,6 +305,7 @@ class WallOptions:
     save_dir: Path | None = None
     chaos: bool = False
     plots_dir: Path | None = None  # draw the workload's plots here
+    deployments: int = 3  # brokers running scenarios at once (the main one, other settings, own brokers)
 
 
 def run_wall(
@@ -402,47 +404,61 @@ def run_wall(
         for s in batch:
             finished(ScenarioResult(s, outcome, reason))
 
+    def other_group(cfg: BrokerConfig, batch: Sequence[Scenario]) -> None:
+        try:
+            other = wt.open(cfg)
+        except CannotDeploy as e:
+            each(batch, "skip", f"{batch[0].unmet_settings(wt.config) or 'other settings'}; {e}")
+            return
+        except TargetError as e:
+            each(batch, "unknown", f"a broker with these settings could not be started: {e}")
+            return
+        try:
+            run_batch(other, batch)
+        finally:
+            other.close()
+
+    def own_broker(s: Scenario, cfg: BrokerConfig) -> None:
+        try:
+            dep = wt.open(cfg, exclusive=True)
+        except CannotDeploy as e:
+            each([s], "skip", str(e))
+            return
+        except TargetError as e:
+            each([s], "unknown", f"a broker of its own could not be started: {e}")
+            return
+        try:
+            if Feature.RESTART in s.features and not dep.can_restart:
+                each(
+                    [s],
+                    "skip",
+                    "needs a broker the suite can restart: run it on an apache:VERSION or served target",
+                )
+            else:
+                run_on(dep, [s], 1)
+        finally:
+            dep.close()
+
     try:
         try:
             main = wt.open(wt.config)
         except CannotDeploy as e:
             raise TargetError(f"{wt.name}: {e}") from None
+        opened = main
+        # The deployments are independent brokers: the main one's scenarios, each other group of settings
+        # and each scenario that needs a broker of its own run side by side, ``options.deployments`` at once.
+        jobs: list[Callable[[], None]] = []
         for cfg, batch in groups.items():
             if cfg == wt.config:
-                run_batch(main, batch)
-                continue
-            try:
-                other = wt.open(cfg)
-            except CannotDeploy as e:
-                each(batch, "skip", f"{batch[0].unmet_settings(wt.config) or 'other settings'}; {e}")
-                continue
-            except TargetError as e:
-                each(batch, "unknown", f"a broker with these settings could not be started: {e}")
-                continue
-            try:
-                run_batch(other, batch)
-            finally:
-                other.close()
-        for s, cfg in exclusive:
-            try:
-                dep = wt.open(cfg, exclusive=True)
-            except CannotDeploy as e:
-                each([s], "skip", str(e))
-                continue
-            except TargetError as e:
-                each([s], "unknown", f"a broker of its own could not be started: {e}")
-                continue
-            try:
-                if Feature.RESTART in s.features and not dep.can_restart:
-                    each(
-                        [s],
-                        "skip",
-                        "needs a broker the suite can restart: run it on an apache:VERSION or served target",
-                    )
-                else:
-                    run_on(dep, [s], 1)
-            finally:
-                dep.close()
+                jobs.append(functools.partial(run_batch, opened, batch))
+            else:
+                jobs.append(functools.partial(other_group, cfg, batch))
+        jobs += [functools.partial(own_broker, s, cfg) for s, cfg in exclusive]
+        with ThreadPoolExecutor(
+            max_workers=max(1, options.deployments), thread_name_prefix="rmqspec-broker"
+        ) as pool:
+            for job in [pool.submit(j) for j in jobs]:
+                job.result()
         if progress:
             progress(done[0], total, f"workload ({options.workload_seconds:.0f} s)")
         if workload is not None and options.workload_seconds > 0:

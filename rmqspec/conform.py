@@ -221,6 +221,7 @@ def conform(
     concurrency: int = 16,
     chaos: bool = False,
     plots: Path | None = None,
+    brokers: int = 3,
 ) -> Report:
     """Run the suite on ``target``. Logical targets: every scenario (under ``profile``'s settings when
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
@@ -247,6 +248,7 @@ def conform(
         concurrency=concurrency,
         chaos=chaos,
         plots=plots,
+        brokers=brokers,
     )
     return attrs.evolve(rep, settings={**stamp, **rep.settings})
 
@@ -277,6 +279,7 @@ def _conform(
     concurrency: int,
     chaos: bool,
     plots: Path | None = None,
+    brokers: int = 3,
 ) -> Report:
     if is_wall(target):
         if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
@@ -294,6 +297,7 @@ def _conform(
             save_dir=save_dir,
             chaos=chaos,
             plots_dir=plots,
+            deployments=brokers,
         )
         try:
             return run_wall(
