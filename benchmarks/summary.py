@@ -17,10 +17,15 @@ class Line:
     goal: str
     met: bool | None  # None: not measured in this run
     note: str = ""
+    full_size: bool = True  # measured at the size the goal names
 
     @property
     def status(self) -> str:
-        return "—" if self.met is None else ("met" if self.met else "NOT met")
+        if self.met is None:
+            return "—"
+        if not self.met:
+            return "NOT met"
+        return "met" if self.full_size else "met at the smaller size only"
 
 
 LINES: list[Line] = []
@@ -47,9 +52,9 @@ GOALS: dict[str, tuple[str, str]] = {
 _BY_KEY: dict[str, Line] = {}
 
 
-def record(key: str, value: str, met: bool | None, note: str = "") -> None:
+def record(key: str, value: str, met: bool | None, note: str = "", full_size: bool = True) -> None:
     measure, goal = GOALS[key]
-    line = Line(measure, value, goal, met, note)
+    line = Line(measure, value, goal, met, note, full_size)
     _BY_KEY[key] = line
     LINES.append(line)
 

@@ -202,18 +202,13 @@ def spark_session(master: str, app: str = "rmqspec traces verify") -> Any:
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
     )
-    # Errors only from the JVM (no startup warnings), and no console progress bars: they flood
-    # `make bench` and reports.
-    log4j = Path(__file__).with_name("spark-log4j2.properties").resolve().as_uri()
-    quiet_jvm = f"-Dlog4j2.configurationFile={log4j}"
+    # No console progress bars: they flood `make bench` and reports.
     try:
         spark = (
             SparkSession.builder.master(master)
             .appName(app)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.extraJavaOptions", quiet_jvm)
-            .config("spark.executor.extraJavaOptions", quiet_jvm)
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.driver.memory", "2g")
