@@ -88,8 +88,11 @@ def check_history(
     check_phase_ms: int | None = None,
     expected_total: int | None = None,
     shared: bool = False,
+    indexed: bool = True,
 ) -> Verdict:
-    """Check a complete history. ``check_phase_ms`` None: the check rounds are inferred from the history."""
+    """Check a complete history. ``check_phase_ms`` None: the check rounds are inferred from the history.
+    ``indexed`` False: without the indexes that keep the cost per event flat (the same verdict, slower;
+    for the differential tests)."""
     rounds: tuple[int, ...] = ()
     spacing: list[Anomaly] = []
     phase_known = check_phase_ms is not None or any(e.f == "check" for e in events)
@@ -111,6 +114,7 @@ def check_history(
         check_rounds=rounds,
         queue_hints=queue_hints(events),
         check_phase_known=phase_known,
+        indexed=indexed,
     )
     for a in spacing:
         checker.report(a.name, a.rule, a.event, a.message)

@@ -27,6 +27,7 @@ from rmqspec.reference.state import BrokerState
 from ..contract import Response
 from ..history import Event
 from .expectation import Expectation
+from .index import LevelSeen, QueueSeen
 from .verdict import Anomaly
 
 DEFAULT_EPSILON_MS = 1000
@@ -101,6 +102,7 @@ class CheckerBase:
         shared: bool = False,
         queue_hints: dict[int, int] | None = None,
         check_phase_known: bool = True,
+        indexed: bool = True,
     ) -> None:
         op_sleep = semantics_for(config.profile).check_op_wait_ms()
         self.model = model or Model(
@@ -126,6 +128,11 @@ class CheckerBase:
         # What the model says must become visible, by (UNIQ_KEY, topic) and by queue.
         self.expectations: dict[tuple[str, str], list[Expectation]] = {}
         self.by_queue: dict[Queue, list[Expectation]] = {}
+        # The same, indexed so that the cost per event stays flat (index.py); False: the exhaustive
+        # walks only (the differential tests compare both).
+        self.indexed = indexed
+        self.seen_by_level: dict[tuple[int, int], LevelSeen] = {}  # (level, epoch) -> copies seen
+        self.queue_seen_index: dict[Queue, QueueSeen] = {}
         # The verdict being built.
         self.anomalies: list[Anomaly] = []
         self.hazards: list[str] = []
