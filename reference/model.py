@@ -44,6 +44,7 @@ from .observations import (
     TimerRolled,
 )
 from .put import Message
+from .records import Record
 from .semantics import REFERENCE, Semantics, V5Semantics
 from .sendback import SendBack
 from .state import BrokerState, initial_state
@@ -237,6 +238,11 @@ class Model:
         """A check run at ``now``, or the suspended run going on once it is due. rule: transaction/check-interval"""
         state, events = _tx.check(state, now, self.semantics, known=now in self.check_rounds)
         return self.dispatch(state), events
+
+    def check_now(self, state: BrokerState, half: Record, now: int) -> tuple[BrokerState, CheckRequest]:
+        """``half`` checked at ``now`` outside the model's runs (see transaction.check_now)."""
+        state, request = _tx.check_now(state, half, now, self.semantics)
+        return self.dispatch(state), request
 
     def write_ops(self, state: BrokerState, now: int) -> BrokerState:
         """The 5.x op batch service at ``now``. rule: transaction/op-batch"""

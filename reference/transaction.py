@@ -418,6 +418,9 @@ def _go(
             run = _resolved(run, i)
             new_off = i = i + 1
             continue
+        if i in state.tx_checked_aside:  # checked outside the model's runs: the broker's run passed it
+            new_off = i = i + 1
+            continue
         if i >= len(half_cq):
             # NO_NEW_MSG: nothing (yet) at this offset. The broker may find its own copies there instead.
             return _finish(
@@ -600,6 +603,22 @@ def _check_prepare_queue_offset(
     )
     state, _copy = _put_back(state, half, copy_props, now, sem)
     return True, state, run
+
+
+def check_now(state: BrokerState, half: Record, now: int, sem: Semantics) -> tuple[BrokerState, CheckRequest]:
+    """``half`` checked at ``now`` by a run the model did not make: its count raised, the copy put back, the
+    request made, as a run that reaches it does. For a checker following a broker whose runs it cannot
+    place (a shared 5.x broker's runs spin on other clients' op messages and may check a record whose op
+    they have not read yet). rule: transaction/check-times
+    """
+    raw = half.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+    seen = None if raw is None else parse_int(raw)
+    times = 1 if raw is None else sem.next_check_times(-1 if seen is None else seen)
+    state, copy = _put_back(
+        state, half, with_props(half.properties, TRANSACTION_CHECK_TIMES=str(times)), now, sem
+    )
+    state = attrs.evolve(state, tx_checked_aside=state.tx_checked_aside | {half.queue_offset})
+    return state, _check_request(state, copy, half)
 
 
 def _put_back(

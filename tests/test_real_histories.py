@@ -95,3 +95,20 @@ def test_a_discard_before_the_last_check_is_early_on_4_9() -> None:
     config = config_from_broker_conf(broker, Profile(broker.pop("profile")))
     v = check_history(events, config, epsilon_ms=meta["epsilon_ms"], shared=True)
     assert ("early-discard", "transaction/check-discard") in _causes(v)
+
+
+def test_a_check_long_after_the_message_was_ended_is_after_its_resolution_on_a_shared_5x_broker() -> None:
+    """A busy 5.x run may check a message whose op it has not read yet (an op written within the run's
+    reach); `c` was rolled back 8 s before this check, so the run had its op: a check after resolution."""
+    path = HERE / "apache-5.5.0--transaction_check-resolved--resolved-messages-are-not-checked.jsonl"
+
+    def check_c(events: list[Event]) -> list[Event]:
+        (check,) = [e for e in events if e.f == "check"]
+        sent_c = [e for e in events if e.f == "send_half" and e.type == "invoke"][2]
+        value = copy.deepcopy(check.value)
+        value["message"]["body"] = sent_c.value["body"]
+        value["message"]["properties"]["UNIQ_KEY"] = sent_c.value["properties"]["UNIQ_KEY"]
+        extra = Event(len(events), check.process, "ok", "check", value, check.time + 1)
+        return [*events, extra]
+
+    assert _causes(judge(path, check_c))[0] == ("check-after-resolution", "transaction/check-resolved")

@@ -172,6 +172,7 @@ class CheckerBase:
         # Transactions.
         self.expected_checks: list[tuple[int, CheckRequest]] = []
         self.resolved: dict[str, str] = {}  # UNIQ_KEY -> "commit" / "rollback"
+        self.resolved_at: dict[str, int] = {}  # UNIQ_KEY -> when its latest END_TRANSACTION was invoked
         self.half_uniqs: set[str] = set()
         # Following what the target did: records the model holds that the target does not (the target
         # refused the operation that wrote them), and where they sit in the model's queues.
