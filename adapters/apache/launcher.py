@@ -204,6 +204,19 @@ def _run_async(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return result[0]
 
 
+def _booted(console_log: Path, offset: int) -> bool:
+    """Whether BrokerStartup printed its "boot success" line since ``offset``: BrokerController.start has
+    returned. 5.x starts the schedule and transaction check services (changeSpecialServiceStatus) after
+    the remoting server, so a broker that answers on the wire may not deliver yet; from this line on it
+    does (BrokerStartup.start at 4.9.7 and 5.5.0)."""
+    try:
+        with console_log.open("rb") as f:
+            f.seek(offset)
+            return b"boot success" in f.read()
+    except OSError:
+        return False
+
+
 async def _answers(host: str, port: int, timeout: float) -> bool:
     """One GET_MAX_OFFSET over a fresh connection: does the broker answer on the wire?"""
     client = RemotingClient(timeout=timeout)
@@ -537,7 +550,9 @@ class ApacheBroker:
         offset = log.stat().st_size if log.exists() else 0
         env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
         t0 = time.monotonic()
-        with (d / "logs" / "console.log").open("ab") as console:
+        console_log = d / "logs" / "console.log"
+        console_offset = console_log.stat().st_size if console_log.exists() else 0
+        with console_log.open("ab") as console:
             console.write(f"\n{_OUR_LINE} starting {self.version}: {' '.join(cmd)}\n".encode())
             console.flush()
             try:
@@ -561,8 +576,10 @@ class ApacheBroker:
             code = self._proc.poll()
             if code is not None:
                 raise self._fail(f"exited with code {code} while starting")
-            if _run_async(lambda: _answers(self.host or "", self.port, 1.0)) and (
-                not self.proxy or _run_async(lambda: _listens(self.host or "", self.grpc_port, 1.0))
+            if (
+                (self.proxy or _booted(console_log, console_offset))
+                and _run_async(lambda: _answers(self.host or "", self.port, 1.0))
+                and (not self.proxy or _run_async(lambda: _listens(self.host or "", self.grpc_port, 1.0)))
             ):
                 break
             if time.monotonic() > deadline:
