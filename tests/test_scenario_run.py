@@ -155,3 +155,37 @@ def test_a_queue_offset_placeholder_is_the_offset_the_send_answered() -> None:
     ]
     result, _ = _run(steps)
     assert result.outcome == "pass", _messages(result)
+
+
+def test_a_wall_clock_runs_checks_are_paired_by_message_and_count_not_by_arrival() -> None:
+    """A run hands each check to a thread pool (AbstractTransactionalMessageCheckListener.resolveHalfMsg):
+    on a wall clock the requests of one run may arrive in any order; a missing one is still missing."""
+    steps: list[dict[str, Any]] = [
+        {"heartbeat": {"group": "PG"}},
+        {"send_half": {"topic": "T", "body": "a"}, "as": "a"},
+        {"send_half": {"topic": "T", "body": "b"}, "as": "b"},
+        {
+            "checks": {},
+            "until": 3100,
+            "expect": [{"ref": "a", "check_times": 1}, {"ref": "b", "check_times": 1}],
+        },
+    ]
+    seen: list[Any] = []
+    take = _Runner.take_checks
+
+    def keep(self: _Runner, got: Any) -> None:
+        got = list(got)
+        seen.extend(got)
+        take(self, got)
+
+    _Runner.take_checks = keep  # type: ignore[method-assign]
+    try:
+        result, runner = _run(steps, wall=True, eps=10)
+    finally:
+        _Runner.take_checks = take  # type: ignore[method-assign]
+    assert result.outcome == "pass", _messages(result)
+    a, b = seen
+    want = runner.expected_checks(steps[-1]["expect"], 3)
+    assert runner.in_expected_order([b, a], want, 3) == [a, b]
+    only_b = runner.expected_checks([{"ref": "b", "check_times": 1}, {"ref": "b", "check_times": 1}], 3)
+    assert runner.in_expected_order([a, b], only_b, 3) == [b, a]  # a unpaired: judged (and failed) in place
