@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +16,10 @@ from rich.table import Table
 
 from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
 from rmqspec.conformance.kill import summary as kill_summary
+from rmqspec.adapters.inprocess import WallClockTarget
+from rmqspec.conformance import faults as zoo
 from rmqspec.conformance.mutants import MUTANTS
+from rmqspec.conformance.wireprobe import FaultProxy, Faulty
 from rmqspec.conformance.scenarios import Scenario, ScenarioError, catalogue, dump
 
 console = Console()
@@ -84,11 +88,24 @@ def conform_cmd(
     chaos: Annotated[
         bool, typer.Option("--chaos", help="apache: targets: stop and restart the broker during the workload")
     ] = False,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help="leave out this scenario (an id, or a prefix such as put/ or a rule id)"),
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe/--no-probe",
+            help="remoting targets: run the wire probe beside the scenarios, from the start (protocol failures named once)",
+        ),
+    ] = True,
 ) -> None:
     """Run the conformance suite against a target. Exit 0 pass, 1 fail, 2 usage or setup error,
     3 unknown (inconclusive: a target that stopped answering, or nothing judged)."""
     try:
         scenarios = _select(catalogue(), scenario)
+        if exclude:
+            scenarios = [x for x in scenarios if x not in _select(scenarios, exclude)]
         with _progress() as bar:
             task = bar.add_task(f"conform {target}", total=len(scenarios) + 1, item="")
             rep = conform(
@@ -104,6 +121,7 @@ def conform_cmd(
                 max_wait_ms=max_wait,
                 concurrency=concurrency,
                 chaos=chaos,
+                probe=probe,
             )
     except (TargetSpecError, ScenarioError) as e:
         if report:  # the report is always written: here it says why nothing was judged
@@ -138,8 +156,23 @@ def _out() -> Console:
     return console if console.is_terminal else Console(soft_wrap=True, width=max(console.width, 200))
 
 
+def _print_root_causes(rep: Report, out: Console) -> None:
+    """The run's root causes, at the top: a protocol failure named once in one line, then the first failure
+    of each failed scenario and of the workload, by rule, in the order they showed."""
+    roots = rep.root_causes
+    if not roots:
+        return
+    out.print(f"[bold]Root causes[/bold] ({len(roots)}; fix the first first, what follows from it is counted under it):")
+    for n, r in enumerate(roots, start=1):
+        label = "[red]PROTOCOL[/red]" if r.protocol else f"[red]{n}.[/red]"
+        out.print(f"  {label} {escape(r.line())}")
+        if r.first.frame:
+            out.print(f"     [dim]frame: {escape(r.first.frame)}[/dim]")
+
+
 def _print_report(rep: Report, report: Path | None = None) -> None:
     out = _out()
+    _print_root_causes(rep, out)
     table = Table(title=f"rmqspec conform --target {rep.target}")
     for col in ("rule", "pass", "fail", "skip", "unknown"):
         table.add_column(col, justify="left" if col == "rule" else "right", no_wrap=col == "rule")
@@ -164,6 +197,8 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
                 where = f"step {f.step} ({f.operation})" if f.step else f.operation
                 rule = " " + escape(f"[{f.rule}]") if f.rule else ""
                 out.print(f"     {where}{rule}: {escape(f.message)}")
+                if f.frame:
+                    out.print(f"       [dim]frame: {escape(f.frame)}[/dim]")
     for r in rep.scenarios:
         if r.outcome == "unknown":
             out.print(f"[yellow]UNKNOWN[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
@@ -172,6 +207,18 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
             out.print(f"[dim]SKIP[/dim] {escape(r.scenario.id)}: {escape(r.reason)}")
     for rule, why in rep.hazards.items():
         out.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
+    if rep.probe is not None:
+        p = rep.probe
+        state = (
+            f"[yellow]stopped[/yellow]: {escape(p.stopped)}"
+            if p.stopped
+            else ("[red]findings[/red] (above)" if p.findings else "clean")
+        )
+        out.print(
+            f"wire probe ({p.exchanges} exchanges, {p.broker_requests} broker requests, {p.seconds:.1f} s): {state}"
+        )
+    for line in rep.unjudged:
+        out.print(f"[yellow]not judged[/yellow]: {escape(line)}")
     machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
     if rep.mode == "workload":
         w = rep.workload
@@ -283,6 +330,12 @@ def serve_cmd(
     port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed)")] = 10911,
     host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
     target: Annotated[str, typer.Option(help="what to serve: reference or mutant:NAME")] = "reference",
+    fault: Annotated[
+        str | None,
+        typer.Option(
+            "--fault", help="serve a broken broker of the zoo (`rmqspec faults --list`): the reference with one fault"
+        ),
+    ] = None,
     profile: Annotated[
         Path | None, typer.Option(help="target profile (YAML) whose broker settings the served model uses")
     ] = None,
@@ -293,7 +346,6 @@ def serve_cmd(
     """Serve the reference model (or a mutant) over RocketMQ's remoting protocol, on the wall clock."""
     import asyncio
 
-    from rmqspec.adapters.inprocess import WallClockTarget
     from rmqspec.adapters.remoting.profile import ProfileError, load_profile
     from rmqspec.adapters.remoting.server import serve_forever
     from rmqspec.reference.model import Model
@@ -304,10 +356,20 @@ def serve_cmd(
         config = load_profile(profile, f"{host}:{port or 1}").config
     except ProfileError as e:
         raise _fail(str(e)) from None
-    if target == "reference":
+    wire = None
+    if fault is not None:
+        if target != "reference":
+            raise _fail("--fault and --target name two brokers: give one of them")
+        try:
+            chosen = zoo.fault(fault)
+        except KeyError as e:
+            raise _fail(str(e.args[0])) from None
+        model, wire, target = chosen.model(config), chosen.wire_fault(), f"fault:{fault}"
+    elif target == "reference":
         model = Model(config)
     elif target.startswith("mutant:") and target.removeprefix("mutant:") in MUTANTS:
-        model = MUTANTS[target.removeprefix("mutant:")].model(config)
+        m = MUTANTS[target.removeprefix("mutant:")]
+        model, wire = m.model(config), m.wire
     else:
         raise _fail(f"cannot serve {target!r}: use reference or mutant:NAME (`rmqspec mutants --list`)")
     wall = WallClockTarget(model, name=f"{target}@wall")
@@ -320,6 +382,10 @@ def serve_cmd(
             soft_wrap=True,
         )
 
+    if wire is not None:  # the model on a free loopback port, the fault's proxy on the port asked for
+        _serve_through(wall, wire, host, port, seconds, ready)
+        return
+
     async def main() -> None:
         stop = asyncio.Event()
         if seconds is not None:
@@ -328,6 +394,30 @@ def serve_cmd(
 
     try:
         asyncio.run(main())
+    except OSError as e:
+        raise _fail(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    except KeyboardInterrupt:
+        pass
+
+
+def _serve_through(
+    wall: WallClockTarget,
+    wire: Faulty,
+    host: str,
+    port: int,
+    seconds: float | None,
+    ready: Callable[[tuple[str, int]], None],
+) -> None:
+    """Serve ``wall`` behind a FaultProxy listening on ``host:port``, until ``seconds`` pass or Ctrl-C."""
+    from rmqspec.adapters.remoting.server import BackgroundServer
+
+    try:
+        with BackgroundServer(wall) as (inner_host, inner_port):
+            with FaultProxy(inner_host, inner_port, wire, listen=(host, port)) as bound:
+                ready(bound)
+                deadline = None if seconds is None else time.monotonic() + seconds
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
     except OSError as e:
         raise _fail(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     except KeyboardInterrupt:

@@ -31,10 +31,11 @@ from .core import Checker
 from .expectation import Expectation
 from .records import PROP_RULES, UNCOMPARED_PROPS, prop_diffs
 from .transactions import check_round_spacing, infer_check_phase, infer_check_rounds
-from .verdict import ANOMALIES, CHECK_KINDS, Anomaly, RootCause, Verdict, root_causes
+from .verdict import ANOMALIES, CHECK_ANOMALIES, CHECK_KINDS, Anomaly, RootCause, Verdict, root_causes
 
 __all__ = [
     "ANOMALIES",
+    "CHECK_ANOMALIES",
     "CHECK_KINDS",
     "DEFAULT_EPSILON_MS",
     "PROP_RULES",
