@@ -79,6 +79,7 @@ conform-real: rocketmq
 	  echo "== apache:$$v"; profile=$(REAL_PROFILE); case $$v in 5.*) profile=$(REAL_PROFILE_5);; esac; \
 	  $(BIN)/rmqspec conform --target apache:$$v --profile $$profile --workload-seconds $(REAL_WORKLOAD) \
 	    --report out/results/apache-$$v.json --junit out/results/apache-$$v.xml --save-dir out/failures/apache-$$v \
+	    --plots out/results/plots/apache-$$v \
 	    || status=$$?; \
 	done; \
 	echo "== apache-proxy:5.5.0 (gRPC)"; \
@@ -90,6 +91,7 @@ conform-real: rocketmq
 results:
 	@ls out/results/*.json >/dev/null 2>&1 || { echo "no reports in out/results/: run make conform-real first"; exit 2; }
 	cp out/results/*.json docs/results/
+	@if [ -d out/results/plots ]; then mkdir -p docs/results/plots && cp -r out/results/plots/. docs/results/plots/; fi
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

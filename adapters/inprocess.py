@@ -26,12 +26,21 @@ EPOCH = 1_700_000_000_000  # the logical clock starts here
 class InProcessTarget:
     """Drives a ``Model`` directly. Random broker choices are fixed to 0 (a member of the allowed set)."""
 
-    def __init__(self, model: Model | None = None, name: str = "reference", start: int = EPOCH) -> None:
+    def __init__(
+        self,
+        model: Model | None = None,
+        name: str = "reference",
+        start: int = EPOCH,
+        config: BrokerConfig | None = None,
+    ) -> None:
+        """``config``: the settings the target says it has (default: the model's). A configuration mutant
+        is a broker set up with ``config`` that reads it wrongly: scenarios written against the settings
+        must be told the settings it was given, not the ones it misread."""
         self.model = model or Model()
         self.state = self.model.initial()
         self._now = start
         self._skew = 0  # the broker's clock minus the suite's (skew_clock)
-        self._info = TargetInfo(name=name, clock=Clock.LOGICAL, config=self.model.config)
+        self._info = TargetInfo(name=name, clock=Clock.LOGICAL, config=config or self.model.config)
 
     @property
     def info(self) -> TargetInfo:
@@ -63,7 +72,7 @@ class InProcessTarget:
         if config is not None:  # restarted with a changed configuration (e.g. a new level table)
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
-        self.state = self.model.restart(self.state)
+        self.state = self.model.restart(self.state, self._now + self._skew)
 
     def close(self) -> None:
         pass
@@ -152,7 +161,7 @@ class WallClockTarget:
             if config is not None:
                 self.model = attrs.evolve(self.model, config=config)
                 self.state = attrs.evolve(self.state, config=config)
-            self.state = self.model.restart(self.state)
+            self.state = self.model.restart(self.state, self._clock())
 
     def close(self) -> None:
         pass

@@ -57,6 +57,11 @@ class Feature(enum.StrEnum):
     # of the logical clock): needed by examples that pin a run to an exact millisecond (the timeout's
     # boundary); on a real broker the history checker judges check timing against the runs it shows.
     CHECK_PHASE = "check-phase"
+    # Not a capability but how to run it: the scenario runs with no other scenario on its broker at the
+    # same time. Its checks depend on which records stand ahead of its own in the broker's one half queue
+    # (a run stops at another client's young half message, transaction/check-interval), or on the 5.x op
+    # batch. Every target offers it; a wall-clock suite runs such scenarios one after another.
+    ALONE = "alone"
 
 
 ALL_FEATURES = frozenset(Feature)

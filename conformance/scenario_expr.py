@@ -24,6 +24,7 @@ The language is integer arithmetic (``+ - * // %``, parentheses, ``min``/``max``
 | ``retry_max`` | ``retryMaxTimes`` (the group default) |
 | ``reserved`` | ``fileReservedTime`` in ms |
 | ``flush`` | the schedule offsets' flush interval (ms; 10 000 in every release) |
+| ``op_sleep`` | how much later a check run that found op messages checks: 1000 ms on the 5.x profile, 0 on 4.9 |
 | ``at(m)`` | when the step that sent ``m`` ran (ms since the scenario started) |
 | ``check(m, k)`` | when the ``k``-th check request for ``m`` arrived (ms since start) |
 | ``now`` | when this step starts (ms since start) |
@@ -51,10 +52,11 @@ from typing import Any
 import attrs
 
 from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.model import semantics_for
 
 FLUSH_DELAY_OFFSET_INTERVAL_MS = 10_000
 
-__all__ = ["Env", "ExprError", "Needs", "evaluate", "is_expr", "resolve"]
+__all__ = ["Env", "ExprError", "Needs", "evaluate", "is_expr", "need", "parse_need", "resolve"]
 
 
 class ExprError(ValueError):
@@ -92,6 +94,7 @@ class Env:
             "retry_max": c.retry_max_times,
             "reserved": c.file_reserved_time_h * 3_600_000,
             "flush": FLUSH_DELAY_OFFSET_INTERVAL_MS,
+            "op_sleep": semantics_for(c.profile).check_op_wait_ms() or 0,
             "now": self.now,
             "precision": c.timer_precision_ms,
             "timer_max": c.timer_max_delay_sec * 1000,
@@ -220,3 +223,51 @@ def resolve(value: Any, env: Env) -> Any:
     if isinstance(value, list | tuple):
         return [resolve(v, env) for v in value]
     return value
+
+
+_COMPARE: dict[type[ast.cmpop], tuple[str, Callable[[int, int], bool]]] = {
+    ast.Lt: ("<", lambda a, b: a < b),
+    ast.LtE: ("<=", lambda a, b: a <= b),
+    ast.Gt: (">", lambda a, b: a > b),
+    ast.GtE: (">=", lambda a, b: a >= b),
+    ast.Eq: ("==", lambda a, b: a == b),
+    ast.NotEq: ("!=", lambda a, b: a != b),
+}
+# The settings behind the names a need may compare, for the skip reason.
+_SETTING = {
+    "levels": "messageDelayLevel",
+    "timeout": "transactionTimeOut",
+    "interval": "transactionCheckInterval",
+    "check_max": "transactionCheckMax",
+    "max_size": "maxMessageSize",
+    "queues": "defaultTopicQueueNums",
+    "retry_max": "retryMaxTimes",
+    "reserved": "fileReservedTime",
+}
+
+
+def parse_need(text: str) -> tuple[str, str, str]:
+    """A scenario's ``needs`` entry, ``EXPR OP EXPR`` (OP one of ``< <= > >= == !=``), as its left
+    side, operator and right side; ExprError when it is not one comparison."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise ExprError(f"need {text!r} is not a comparison: {e.msg}") from None
+    body = tree.body
+    if not (isinstance(body, ast.Compare) and len(body.ops) == 1 and type(body.ops[0]) in _COMPARE):
+        raise ExprError(f"need {text!r} must be one comparison: EXPR < EXPR (or <=, >, >=, ==, !=)")
+    return ast.unparse(body.left), _COMPARE[type(body.ops[0])][0], ast.unparse(body.comparators[0])
+
+
+def need(text: str, env: Env) -> None:
+    """Raise Needs unless the configuration meets ``text`` (a ``needs`` entry: ``interval > timeout``)."""
+    left, op, right = parse_need(text)
+    a, b = evaluate(left, env), evaluate(right, env)
+    if next(f for sym, f in _COMPARE.values() if sym == op)(a, b):
+        return
+    names = sorted({n.id for n in ast.walk(ast.parse(text.strip(), mode="eval")) if isinstance(n, ast.Name)})
+    shown = ", ".join(f"{_SETTING.get(n, n)} {env.names()[n]}" for n in names if n in env.names())
+    raise Needs(
+        f"settings where {left} {op} {right} (the target has {shown or f'{a} {op} {b} false'})",
+        f"run it on a broker whose settings meet {left} {op} {right}",
+    )

@@ -9,7 +9,9 @@ logical clock, and each is judged by what the spec allows, not by a wider tolera
   has passed; a pull without ``expect`` waits, within epsilon, for the messages the reference model has
   in that queue at that moment under the same settings (the *plan*, from a dry run on the model);
 * ``until: EXPR`` makes a ``pull`` or ``checks`` step wait for its expectation up to that time (ms since
-  start): for things whose moment depends on the broker (the phase of the transaction check service);
+  start), and epsilon more: for things whose moment depends on the broker (the phase of the transaction
+  check service); a check that arrived within epsilon of a ``checks`` step's moment, more than it
+  expects, is left to the next ``checks`` step;
 * the scenario's operations are recorded as a history and judged by the history checker, which places
   check rounds where the broker actually ran them: check times are judged two-sided there, and any
   anomaly the scenario's own ``expect`` did not ask about still fails it.
@@ -57,7 +59,7 @@ from rmqspec.reference.transaction import EndTransaction
 
 from .contract import CheckEvent, Clock, Feature, ProtocolFailure, Response, Target, TargetError
 from .history import Event, RecordingTarget
-from .scenario_expr import Env, ExprError, Needs, resolve
+from .scenario_expr import Env, ExprError, Needs, need, resolve
 from .scenarios import OPS, Scenario, ScenarioError, broker_config
 
 # Codes that say "nothing of this scenario's is there" when a pull of a shared broker's system topic
@@ -236,6 +238,8 @@ class _Runner:
                 return seen[0].msg_id
             if kind == "uniq":
                 return sent.uniq
+            if kind == "queue_offset":  # the queue offset its send answered (a half's, in the half queue)
+                return str(sent.response.fields.get("queue_offset", ""))
             raise ScenarioError(f"{self.s.id} step {i + 1}: unknown placeholder {value!r}")
         return value
 
@@ -400,7 +404,16 @@ class _Runner:
         return value
 
     # -- the interpreter --
+    def check_needs(self) -> None:
+        """Raise Needs when the target's settings do not meet one of the scenario's ``needs``."""
+        for text in self.s.needs:
+            need(text, self.env())
+
     def run(self) -> ScenarioResult:
+        try:
+            self.check_needs()
+        except Needs as e:
+            return self.result("skip", f"{e.what}: {e.fix}")
         try:
             for i, raw in enumerate(self.s.steps):
                 result = self.step(i, raw)
@@ -488,6 +501,8 @@ class _Runner:
             self.t.restart(broker_config(changed, self.s.profile, self.config) if args else None)
             if args:
                 self.config = broker_config(changed, self.s.profile, self.config)
+            if "as" in step:  # at(NAME): when the broker was back (a restart on a wall clock takes a while)
+                self.sent_at[str(step["as"])] = self.t.now() - self.t0
             return None
         if op == "skew":
             skew = getattr(self.rec.target, "skew_clock", None)
@@ -496,10 +511,11 @@ class _Runner:
             skew(int(args.get("ms", 0)))
             return None
         if op == "checks":
-            self.await_checks(expect, until)
-            self.check_checks(i, self.checks, expect)
-            self.all_checks.extend(self.checks)
-            self.checks = []
+            self.await_checks(expect, until, i)
+            judged, later = self.checks_to_judge(expect, until, i)
+            self.check_checks(i, judged, expect)
+            self.all_checks.extend(judged)
+            self.checks = later
             return None
         if op == "batch_client":
             self.batch_client(i, args, expect)
@@ -541,7 +557,7 @@ class _Runner:
         if until is not None and op != "pull":
             raise ScenarioError(f"{self.s.id} step {i + 1}: 'until' is for pull and checks steps")
         deadline = (
-            self.t0 + int(until) if until is not None else self.t.now() + (self.eps if self.wall else 0)
+            self.deadline(until) if until is not None else self.t.now() + (self.eps if self.wall else 0)
         )
         want = self.plan.pulls.get(i) if self.plan is not None and expect is None and op == "pull" else None
         while True:
@@ -586,16 +602,59 @@ class _Runner:
             return Response(int(code), "no record of this scenario's messages", {}, ())
         return Response(int(Code.SUCCESS), None, {}, tuple(found[: pull.max_msgs]))
 
-    def await_checks(self, expect: Any, until: Any) -> None:
+    def expected_checks(self, expect: Any, i: int) -> list[Mapping[str, Any]]:
+        """The check items a ``checks`` step expects, each ``repeat: n`` item standing for n requests
+        in a row (its ``check_times`` the first one's, each next one higher by one)."""
+        items = expect if isinstance(expect, list) else (expect or {}).get("requests", [])
+        out: list[Mapping[str, Any]] = []
+        for w in items:
+            n = int(w.get("repeat", 1))
+            if n < 0 or (n != 1 and "at" in w):
+                raise ScenarioError(
+                    f"{self.s.id} step {i + 1}: 'repeat' is a count (0 or more), without 'at'"
+                )
+            base = {k: v for k, v in w.items() if k != "repeat"}
+            for j in range(n):
+                item = dict(base)
+                if "check_times" in item:
+                    item["check_times"] = int(item["check_times"]) + j
+                out.append(item)
+        return out
+
+    def await_checks(self, expect: Any, until: Any, i: int) -> None:
         if until is None:
             return
-        want = expect if isinstance(expect, list) else (expect or {}).get("requests", [])
-        deadline = self.t0 + int(until)
+        want = self.expected_checks(expect, i)
+        deadline = self.deadline(until)
         poll = WALL_POLL_MS if self.wall else LOGICAL_POLL_MS
         while len(self.checks) < len(want) and self.t.now() < deadline:
             self.advance(min(deadline, self.t.now() + poll))
         if self.wall and len(self.checks) >= len(want):
             self.advance(self.t.now() + self.eps // 2)  # a round's requests arrive over some ms
+
+    def deadline(self, until: Any) -> int:
+        """The absolute time an ``until`` step waits up to: the moment it names, and on a wall clock
+        epsilon more (a broker MAY be late by that much, never early: transaction/check-interval)."""
+        return self.t0 + int(until) + (self.eps if self.wall else 0)
+
+    def checks_to_judge(self, expect: Any, until: Any, i: int) -> tuple[list[CheckEvent], list[CheckEvent]]:
+        """The checks a ``checks`` step judges, and those it leaves to the next ``checks`` step.
+
+        On a logical clock: all that arrived. On a wall clock a moment is known within epsilon: a step
+        without ``until`` that received more checks than it expects leaves those that arrived within
+        epsilon before its ``at`` (or after it: the runner woke late) to the next ``checks`` step, which
+        expects them; the history checker judges their times. A check earlier than that is judged here.
+        """
+        if not self.wall or until is not None or expect is None:
+            return self.checks, []
+        want = len(self.expected_checks(expect, i))
+        if len(self.checks) <= want:
+            return self.checks, []
+        moment = self.t0 + self.step_at if self.step_at is not None else self.t.now()
+        judged = [c for c in self.checks if c.time <= moment - self.eps]
+        later = [c for c in self.checks if c.time > moment - self.eps]
+        take = max(0, want - len(judged))
+        return judged + later[:take], later[take:]
 
     def observed_too_late(self, op: str, resp: Response, expect: Any) -> bool:
         """On a wall clock a step runs a little after its ``at``. A pull meant to show that nothing is
@@ -676,13 +735,23 @@ class _Runner:
     def match_messages(
         self, records: Sequence[Record], want: Sequence[Mapping[str, Any]], i: int
     ) -> list[str]:
-        if len(records) != len(want):
+        # Trailing items marked ``maybe: true`` are records the spec allows but does not require (a
+        # delivery repeated after a restart): the list may end before them; where present they must match.
+        required = len(want)
+        while required and want[required - 1].get("maybe"):
+            required -= 1
+        if any(w.get("maybe") for w in want[:required]):
+            raise ScenarioError(f"{self.s.id} step {i + 1}: only the last items of 'messages' may be 'maybe'")
+        if not required <= len(records) <= len(want):
             names = [self.uniq_to_name(r.uniq_key) for r in records]
-            return [f"messages: expected {len(want)}, got {len(records)} {names}"]
+            count = str(len(want)) if required == len(want) else f"{required} to {len(want)}"
+            return [f"messages: expected {count}, got {len(records)} {names}"]
         out: list[str] = []
-        for n, (rec, w) in enumerate(zip(records, want, strict=True)):
+        for n, (rec, w) in enumerate(zip(records, want[: len(records)], strict=True)):
             for key, value in w.items():
                 got: Any
+                if key == "maybe":
+                    continue
                 if key == "ref":
                     sent = self.ref(str(value), i)
                     if rec.uniq_key != sent.uniq:
@@ -769,10 +838,12 @@ class _Runner:
         if expect is None:
             return
         self.checked += 1
-        want = expect if isinstance(expect, list) else expect.get("requests", [])
+        want = self.expected_checks(expect, i)
         if self.wall and len(got) < len(want) and not self.alive():
             # A check that did not come is evidence only while the broker answers.
-            raise TargetError(f"expected {len(want)} check request(s), got {len(got)}, and the target answers nothing")
+            raise TargetError(
+                f"expected {len(want)} check request(s), got {len(got)}, and the target answers nothing"
+            )
         if len(got) != len(want):
             names = [self.uniq_to_name(c.message.uniq_key) for c in got]
             self.fail(i, "checks", f"expected {len(want)} check request(s), got {len(got)} {names}")
@@ -840,6 +911,7 @@ def dry_run(scenario: Scenario, config: BrokerConfig, reference: Callable[[Broke
     target = reference(config)
     runner = _Runner(scenario, target, 0, "plan", None)
     try:
+        runner.check_needs()
         for i, raw in enumerate(scenario.steps):
             if runner.step(i, raw) is not None:
                 break

@@ -19,6 +19,7 @@ from rmqspec.reference.config import BROKER_CONF_KEYS, FIVE_ONLY_KEYS, BrokerCon
 from rmqspec.reference.constants import Code
 
 from .contract import LOGICAL_ONLY, Feature
+from .scenario_expr import ExprError, parse_need
 from .specdoc import Spec, load_spec
 
 _CONFIG_KEYS = BROKER_CONF_KEYS
@@ -210,6 +211,9 @@ class Scenario:
     profile: str | None = None
     features: frozenset[Feature] = frozenset()
     source: str = ""
+    # What the scenario needs of the settings beyond a level it names (``interval > timeout``): a
+    # target whose settings do not meet one skips it, naming it (docs/scenarios.md).
+    needs: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -221,6 +225,7 @@ class Scenario:
             "logical_only": bool(self.features & LOGICAL_ONLY),
             "steps": [dict(s) for s in self.steps],
             "source": self.source,
+            "needs": list(self.needs),
         }
 
     def broker_config(self, base: BrokerConfig | None = None) -> BrokerConfig:
@@ -306,6 +311,14 @@ def make_scenario(
             features.add(Feature(f))
         except ValueError:
             raise ScenarioError(f"{source}: unknown feature {f!r}") from None
+    needs = data.get("needs", []) or []
+    if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+        raise ScenarioError(f"{source}: 'needs' is a list of comparisons such as \"interval > timeout\"")
+    for text in needs:
+        try:
+            parse_need(text)
+        except ExprError as e:
+            raise ScenarioError(f"{source}: {e}") from None
     sid = f"{rule}#{name}" if rule else (default_id or name)
     scenario = Scenario(
         id=sid,
@@ -315,6 +328,7 @@ def make_scenario(
         profile=data.get("profile"),
         features=frozenset(features),
         source=source,
+        needs=tuple(needs),
     )
     scenario.broker_config()  # validates the config now, naming the scenario
     return scenario

@@ -56,7 +56,7 @@ AREA_ORDER = (
     "wire",
     "history",
 )
-EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "steps"})
+EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "needs", "steps"})
 
 _VERSIONS = "**Versions:**"
 _SOURCE = "**Source:**"

@@ -9,7 +9,8 @@ Two shapes of target:
   the main broker run on it concurrently, each in its own namespace; a scenario that needs other
   settings runs on a broker opened with them (when the target can start one: ``served``, ``apache:``),
   or is skipped with what to change; a scenario that restarts the broker runs alone on a broker of its
-  own. Then the concurrent workload, judged as one history at the end (with ``chaos``: broker restarts
+  own, and one marked ``alone`` runs after the others on its broker, one at a time. Then the concurrent
+  workload, judged as one history at the end (with ``chaos``: broker restarts
   during it).
 
 Nothing here imports the command line or the adapters: targets are passed in.
@@ -116,6 +117,7 @@ class WorkloadSummary:
     seconds: float = 0.0
     # Operations whose outcome is unknown (no answer, a lost connection), by kind.
     unknown_operations: dict[str, int] = attrs.field(factory=dict)
+    plots: tuple[str, ...] = ()  # PNG files drawn from its history (conformance/plots.py)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -394,11 +396,13 @@ class Report:
             top = ", ".join(
                 f"{rule} ({n})" for rule, n in sorted(rules.items(), key=lambda x: (-x[1], x[0]))[:5]
             )
-            first = failed[0]
-            f0 = first.failures[0] if first.failures else None
+            first_failed = failed[0]
+            f0 = first_failed.failures[0] if first_failed.failures else None
             parts.append(f"Rules broken, by scenarios: {top}.")
             if f0 is not None:
-                parts.append(f"First: {first.scenario.id}, step {f0.step} ({f0.operation}): {f0.message}")
+                parts.append(
+                    f"First: {first_failed.scenario.id}, step {f0.step} ({f0.operation}): {f0.message}"
+                )
         if c["skip"]:
             reasons: dict[str, int] = {}
             for r in self.scenarios:
@@ -540,6 +544,7 @@ class WallOptions:
     # Brokers run at once: the main one and those of other settings (1: one after the other). Brokers the
     # suite serves in its own process are cheap; real ones are not.
     parallel_brokers: int = 1
+    plots_dir: Path | None = None  # draw the workload's plots here
 
 
 def run_wall(
@@ -562,6 +567,17 @@ def run_wall(
     results: dict[str, ScenarioResult] = {}
 
     def finished(r: ScenarioResult) -> None:
+        if r.outcome == "fail" and r.history and options.save_dir is not None:
+            # A failed scenario's history, to re-check or read: its broker settings go with it.
+            meta = {
+                "target": wt.name,
+                "scenario": r.scenario.id,
+                "epsilon_ms": eps,
+                "broker": broker_settings(r.scenario.broker_config(wt.config)),
+            }
+            save_history(
+                r.history, options.save_dir, r.scenario.id.replace("/", "_").replace("#", "--"), meta
+            )
         with lock:
             results[r.scenario.id] = r
             done[0] += 1
@@ -595,6 +611,12 @@ def run_wall(
             exclusive.append((s, cfg))
         else:
             groups[cfg].append(s)
+
+    def run_batch(dep: Deployment, batch: Sequence[Scenario]) -> None:
+        """The batch's scenarios at once, then those that must run alone, one after another: a run of
+        the check service stops at another scenario's young half message (transaction/check-interval)."""
+        run_on(dep, [s for s in batch if Feature.ALONE not in s.features], options.concurrency)
+        run_on(dep, [s for s in batch if Feature.ALONE in s.features], 1)
 
     def run_on(dep: Deployment, batch: Sequence[Scenario], workers: int) -> None:
         def one(s: Scenario) -> ScenarioResult:
@@ -634,7 +656,7 @@ def run_wall(
             each(batch, "unknown", f"a broker with these settings could not be started: {e}")
             return
         try:
-            run_on(other, batch, options.concurrency)
+            run_batch(other, batch)
         finally:
             other.close()
 
@@ -684,7 +706,7 @@ def run_wall(
         jobs: list[Callable[[], None]] = []
         for cfg, batch in groups.items():
             if cfg == wt.config:
-                jobs.insert(0, lambda batch=batch: run_on(main, batch, options.concurrency))  # type: ignore[misc]
+                jobs.insert(0, lambda batch=batch: run_batch(main, batch))  # type: ignore[misc]
             else:
                 jobs.append(lambda cfg=cfg, batch=batch: on_other(cfg, batch))  # type: ignore[misc]
         jobs += [lambda s=s, cfg=cfg: on_own(s, cfg) for s, cfg in exclusive]  # type: ignore[misc]

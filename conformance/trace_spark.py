@@ -535,41 +535,21 @@ def _keyed_spark(
     return out, int(checked), int(histories)
 
 
-def plot(result: VerifyResult, out_dir: Path) -> list[Path]:
-    """PNG plots: delivery lateness per delay level, and the retry ladder."""
-    import matplotlib
+def plot(result: VerifyResult, out_dir: Path, eps: int = 0) -> list[Path]:
+    """PNG plots (conformance/plots.py): lateness per level against the allowed window, and the retry
+    ladder against the spec's delays, judged by the settings the traces were."""
+    from .plots import plot_ladder, plot_lateness
+    from .trace_format import config_from_json
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    made = []
-    fig, ax = plt.subplots(figsize=(8, 4))
-    levels = sorted({lv for lv, _ in result.lateness})
-    data = [[ms for lv, ms in result.lateness if lv == level] for level in levels]
-    if data:
-        ax.boxplot(data, tick_labels=[str(lv) for lv in levels])
-    ax.set_xlabel("delay level")
-    ax.set_ylabel("ms after the earliest allowed delivery")
-    ax.set_title(f"delivery lateness per level ({len(result.lateness)} delayed messages)")
-    p = out_dir / "lateness-per-level.png"
-    fig.tight_layout()
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    made.append(p)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    if result.ladder:
-        xs, ys = zip(*result.ladder, strict=True)
-        ax.scatter(xs, [y / 1000 for y in ys], s=6, alpha=0.4)
-    ax.set_xlabel("reconsumeTimes of the retried copy")
-    ax.set_ylabel("s from send-back to the copy")
-    ax.set_title(f"retry ladder ({len(result.ladder)} send-backs)")
-    p = out_dir / "retry-ladder.png"
-    fig.tight_layout()
-    fig.savefig(p, dpi=100)
-    plt.close(fig)
-    made.append(p)
-    return made
+    config = config_from_json(result.config, "the verified traces") if result.config else TRACE_CONFIG
+    late: dict[int, list[int]] = {}
+    for level, ms in result.lateness:
+        late.setdefault(level, []).append(ms)
+    title = f"{result.histories} histories"
+    return [
+        plot_lateness(late, eps, out_dir / "lateness.png", title).path,
+        plot_ladder(list(result.ladder), [], config, out_dir / "retry-ladder.png", title).path,
+    ]
 
 
 __all__ = ["COLUMNS", "VerifyResult", "check_file", "plot", "spark_session", "verify"]

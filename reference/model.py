@@ -119,6 +119,10 @@ def semantics_for(profile: Profile) -> Semantics:
     return V5Semantics() if profile is Profile.V5 else REFERENCE
 
 
+# ScheduleMessageService.FIRST_DELAY_TIME: the levels' tasks start this long after the service.
+FIRST_DELAY_TIME_MS = 1000
+
+
 @attrs.frozen
 class Model:
     """The reference broker. Stateless itself: every method is a pure function of its arguments."""
@@ -217,7 +221,10 @@ class Model:
         BrokerState, list[Delivered | DroppedOnDelivery | TimerDelivered | TimerRolled | TimerDropped]
     ]:
         """The delivering services at ``now``: the schedule service's levels, then the 5.x timer."""
-        state, scheduled = _schedule.deliver_due(state, now, self.semantics)
+        if state.schedule_resume_at is not None and now < state.schedule_resume_at:
+            scheduled: list[Delivered | DroppedOnDelivery] = []  # the service has not started its levels yet
+        else:
+            state, scheduled = _schedule.deliver_due(state, now, self.semantics)
         state = self.dispatch(state)
         state, timed = _timer.run(state, now, self.semantics)
         return self.dispatch(state), [*scheduled, *timed]
@@ -234,9 +241,23 @@ class Model:
     def persist(self, state: BrokerState) -> BrokerState:
         return _schedule.persist_offsets(state)
 
-    def restart(self, state: BrokerState) -> BrokerState:
+    def restart(self, state: BrokerState, now: int | None = None) -> BrokerState:
+        """The broker stops and starts again on its store. With ``now`` (when it starts again) the services
+        start as a new broker's do: the schedule service's levels FIRST_DELAY_TIME (1000 ms) after it
+        (rule: schedule/restart-redelivery), its offset flush every flushDelayOffsetInterval from it, and
+        the check service's first run one transactionCheckInterval after it (``waitForRunning`` before
+        each run; rule: transaction/check-interval)."""
         # a check run in progress and 5.x op entries not yet written are lost (rule: transaction/op-batch)
-        state = attrs.evolve(state, tx_run=None, tx_op_pending=(), tx_op_last_write=None)
+        state = attrs.evolve(
+            state, tx_run=None, tx_op_pending=(), tx_op_last_write=None, tx_discardable=frozenset()
+        )
+        if now is not None:
+            state = attrs.evolve(
+                state,
+                schedule_resume_at=now + FIRST_DELAY_TIME_MS,
+                started_at=now,
+                tx_last_run_end=now,
+            )
         return _timer.restart(_schedule.restart(state, self.semantics), self.semantics)
 
     def next_check_time(self, after: int, last_end: int | None = None) -> int:
@@ -279,8 +300,9 @@ class Model:
             # Only ticks that can change something are visited: a flush when the offsets moved since the
             # last one, a check run when the half queue has unprocessed entries, and deliver times.
             candidates = []
+            base = state.started_at or 0  # the flush grid starts with the broker
             if state.schedule_offsets != state.persisted_schedule_offsets:
-                candidates.append((now // flush + 1) * flush)
+                candidates.append(base + ((now - base) // flush + 1) * flush)
             if state.tx_run is not None:
                 candidates.append(max(state.tx_run.resume_at, now + 1))
             elif state.tx_half_offset < state.store.max_offset(HALF_TOPIC, 0):
@@ -289,6 +311,8 @@ class Model:
             if op_write is not None:
                 candidates.append(max(op_write, now + 1))
             due = _schedule.next_due(state, self.semantics)
+            if due is not None and state.schedule_resume_at is not None:
+                due = max(due, state.schedule_resume_at)
             if due is not None and due > now:
                 candidates.append(due)
             if self.semantics.has_timer():
@@ -304,7 +328,7 @@ class Model:
             now = min(candidates)
             state, delivered = self.deliver(state, now)
             events.extend(delivered)
-            if now % flush == 0:
+            if (now - base) % flush == 0:
                 state = self.persist(state)
             if now % timer_flush == 0 and self.semantics.has_timer():
                 state = _timer.flush(state)

@@ -128,11 +128,20 @@ class BrokerState:
     # the last run ended (the next one starts transactionCheckInterval later).
     tx_run: CheckRun | None = None
     tx_last_run_end: int | None = None
+    # UNIQ_KEYs of the copies the last run wrote and MAY already have discarded (transaction/check-discard):
+    # the broker's loop reaches its own copies when they are dispatched in time; the model's run stops
+    # before them, and its next run discards them.
+    tx_discardable: frozenset[str] = frozenset()
     # 5.x op batch service: entries "<offset>," not yet written, and when the last op was written (None
     # until the first END_TRANSACTION creates the queue's context).
     tx_op_pending: tuple[str, ...] = ()
     tx_op_last_write: int | None = None
     timer: TimerState = attrs.field(factory=TimerState)
+    # A restart at a known time (rule: schedule/restart-redelivery): the schedule service delivers nothing
+    # before ``schedule_resume_at`` (FIRST_DELAY_TIME after the start) and flushes its offsets every
+    # flushDelayOffsetInterval counted from ``started_at`` (None: from time 0, a broker never restarted).
+    schedule_resume_at: int | None = None
+    started_at: int | None = None
 
     def with_topic(self, topic: str, config: TopicConfig) -> BrokerState:
         return attrs.evolve(self, topics=self.topics.set(topic, config))

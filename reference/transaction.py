@@ -413,7 +413,10 @@ def _go(
             new_off = i = i + 1
             continue
         if i >= len(half_cq):
-            break  # NO_NEW_MSG: nothing (yet) at this offset
+            # NO_NEW_MSG: nothing (yet) at this offset. The broker may find its own copies there instead.
+            return _finish(
+                state, run, new_off, clock, _own_copies_discardable(state, run, i, clock, sem)
+            ), events
         half = state.store.lookup(half_cq[i][0])
         if half is None:
             break
@@ -494,7 +497,47 @@ def _suspend(
     return attrs.evolve(state, tx_run=run), events
 
 
-def _finish(state: BrokerState, run: CheckRun, new_off: int, clock: int) -> BrokerState:
+def _own_copies_discardable(
+    state: BrokerState, run: CheckRun, i: int, clock: int, sem: Semantics
+) -> frozenset[str]:
+    """The copies a run that stopped at ``i`` (nothing dispatched there when it looked) would have
+    discarded, had the records written from ``i`` on been dispatched in time: the loop goes on through the
+    records stored during the run while each is resolved or discarded, and stops at the first other one
+    (stored after the run began). rule: transaction/check-discard
+    """
+    out: set[str] = set()
+    store = state.store
+    half_cq = store.cq(HALF_TOPIC, 0)
+    dispatched = [store.lookup(entry[0]) for entry in half_cq[i:]]
+    later = sorted(
+        (
+            r
+            for r in (store.records[pos] for pos in range(store.reput, len(store.records)))
+            if r.topic == HALF_TOPIC and r.queue_id == 0
+        ),
+        key=lambda r: r.queue_offset,
+    )
+    limit = state.config.file_reserved_time_h * 3_600_000
+    for rec in [*dispatched, *later]:
+        if rec is None:
+            break
+        if rec.queue_offset in run.remove_map and sem.honours_ops():
+            continue
+        raw = rec.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+        seen = -1 if raw is None else parse_int(raw)
+        discard = raw is not None and sem.must_discard(
+            -1 if seen is None else seen, state.config.transaction_check_max
+        )
+        if not (discard or sem.expired(clock - rec.born_timestamp, limit)):
+            break
+        if rec.uniq_key is not None:
+            out.add(rec.uniq_key)
+    return frozenset(out)
+
+
+def _finish(
+    state: BrokerState, run: CheckRun, new_off: int, clock: int, discardable: frozenset[str] = frozenset()
+) -> BrokerState:
     """Commit the half offset and the op offset, advanced past a contiguous run of done ops
     (calculateOpOffset: sorted, and stopped at the first that is not the next)."""
     op_next = run.op_off
@@ -503,7 +546,12 @@ def _finish(state: BrokerState, run: CheckRun, new_off: int, clock: int) -> Brok
             break
         op_next += 1
     return attrs.evolve(
-        state, tx_half_offset=new_off, tx_op_offset=op_next, tx_run=None, tx_last_run_end=clock
+        state,
+        tx_half_offset=new_off,
+        tx_op_offset=op_next,
+        tx_run=None,
+        tx_last_run_end=clock,
+        tx_discardable=discardable,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -14,13 +15,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
-from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.adapters.inprocess import WallClockTarget
+from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
 from rmqspec.conformance import faults as zoo
+from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.conformance.mutants import MUTANTS
-from rmqspec.conformance.wireprobe import FaultProxy, Faulty
 from rmqspec.conformance.scenarios import Scenario, ScenarioError, catalogue, dump
+from rmqspec.conformance.wireprobe import FaultProxy, Faulty
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -90,7 +91,9 @@ def conform_cmd(
     ] = False,
     exclude: Annotated[
         list[str] | None,
-        typer.Option("--exclude", help="leave out this scenario (an id, or a prefix such as put/ or a rule id)"),
+        typer.Option(
+            "--exclude", help="leave out this scenario (an id, or a prefix such as put/ or a rule id)"
+        ),
     ] = None,
     probe: Annotated[
         bool,
@@ -99,6 +102,12 @@ def conform_cmd(
             help="remoting targets: run the wire probe beside the scenarios, from the start (protocol failures named once)",
         ),
     ] = True,
+    plots: Annotated[
+        Path | None,
+        typer.Option(
+            help="wall-clock targets: draw the workload's plots (lateness, retry ladder, checks) here"
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suite against a target. Exit 0 pass, 1 fail, 2 usage or setup error,
     3 unknown (inconclusive: a target that stopped answering, or nothing judged)."""
@@ -122,6 +131,7 @@ def conform_cmd(
                 concurrency=concurrency,
                 chaos=chaos,
                 probe=probe,
+                plots=plots,
             )
     except (TargetSpecError, ScenarioError) as e:
         if report:  # the report is always written: here it says why nothing was judged
@@ -162,7 +172,9 @@ def _print_root_causes(rep: Report, out: Console) -> None:
     roots = rep.root_causes
     if not roots:
         return
-    out.print(f"[bold]Root causes[/bold] ({len(roots)}; fix the first first, what follows from it is counted under it):")
+    out.print(
+        f"[bold]Root causes[/bold] ({len(roots)}; fix the first first, what follows from it is counted under it):"
+    )
     for n, r in enumerate(roots, start=1):
         label = "[red]PROTOCOL[/red]" if r.protocol else f"[red]{n}.[/red]"
         out.print(f"  {label} {escape(r.line())}")
@@ -231,6 +243,8 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
         out.print(
             f"workload ({rep.machine_examples} operations, history checked at the end{extra}): {machine}"
         )
+        for drawn in w.plots if w is not None else ():
+            out.print(f"plot: {drawn}")
     else:
         out.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
     verdict = {0: "[green]PASS[/green]", 1: "[red]FAIL[/red]", 3: "[yellow]UNKNOWN[/yellow]"}[rep.exit_code]
@@ -333,7 +347,8 @@ def serve_cmd(
     fault: Annotated[
         str | None,
         typer.Option(
-            "--fault", help="serve a broken broker of the zoo (`rmqspec faults --list`): the reference with one fault"
+            "--fault",
+            help="serve a broken broker of the zoo (`rmqspec faults --list`): the reference with one fault",
         ),
     ] = None,
     profile: Annotated[
@@ -412,12 +427,13 @@ def _serve_through(
     from rmqspec.adapters.remoting.server import BackgroundServer
 
     try:
-        with BackgroundServer(wall) as (inner_host, inner_port):
-            with FaultProxy(inner_host, inner_port, wire, listen=(host, port)) as bound:
-                ready(bound)
-                deadline = None if seconds is None else time.monotonic() + seconds
-                while deadline is None or time.monotonic() < deadline:
-                    time.sleep(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
+        with contextlib.ExitStack() as stack:
+            inner_host, inner_port = stack.enter_context(BackgroundServer(wall))
+            bound = stack.enter_context(FaultProxy(inner_host, inner_port, wire, listen=(host, port)))
+            ready(bound)
+            deadline = None if seconds is None else time.monotonic() + seconds
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
     except OSError as e:
         raise _fail(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     except KeyboardInterrupt:

@@ -106,7 +106,7 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
             raise TargetSpecError(
                 f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
             )
-        return lambda cfg: InProcessTarget(m.model(cfg), name=spec)
+        return lambda cfg: InProcessTarget(m.model(cfg), name=spec, config=cfg)
     raise TargetSpecError(
         f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
         "or apache:VERSION)"
@@ -246,6 +246,7 @@ def conform(
     concurrency: int = 16,
     chaos: bool = False,
     probe: bool = True,
+    plots: Path | None = None,
 ) -> Report:
     """Run the suite on ``target``. Logical targets: every scenario (under ``profile``'s settings when
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
@@ -273,6 +274,7 @@ def conform(
         concurrency=concurrency,
         chaos=chaos,
         probe=probe,
+        plots=plots,
     )
     return attrs.evolve(rep, settings={**stamp, **rep.settings})
 
@@ -303,6 +305,7 @@ def _conform(
     concurrency: int,
     chaos: bool,
     probe: bool,
+    plots: Path | None = None,
 ) -> Report:
     if is_wall(target):
         if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
@@ -320,6 +323,7 @@ def _conform(
             save_dir=save_dir,
             chaos=chaos,
             parallel_brokers=4 if target == "served" or target.startswith("served:") else 1,
+            plots_dir=plots,
         )
         try:
             return run_wall(
@@ -383,6 +387,15 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
     for e in result.events:
         if e.type == "info":
             unknown[e.f] = unknown.get(e.f, 0) + 1
+    plots: tuple[str, ...] = ()
+    if options.plots_dir is not None:
+        try:
+            from rmqspec.conformance.plots import plot_history
+
+            drawn = plot_history(result.events, dep.config, eps, options.plots_dir, title=name)
+            plots = tuple(str(d.path) for d in drawn)
+        except ModuleNotFoundError:  # matplotlib comes with the [spark] extra
+            plots = ()
     return WorkloadSummary(
         operations=result.operations,
         verdict=v.valid,
@@ -396,6 +409,7 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         lost=lost,
         duplicates_allowed=result.duplicates() if v.valid == "pass" else 0,
         seconds=result.seconds,
+        plots=plots,
     )
 
 
@@ -467,7 +481,7 @@ class CommandLineTargets:
     """The kill matrix's targets: a mutant's model in process, the reference served over TCP."""
 
     def in_process(self, mutant: Mutant, config: BrokerConfig) -> Target:
-        return InProcessTarget(mutant.model(config), name=f"mutant:{mutant.name}")
+        return InProcessTarget(mutant.model(config), name=f"mutant:{mutant.name}", config=config)
 
     def serve(self, config: BrokerConfig) -> AbstractContextManager[tuple[str, int]]:
         return BackgroundServer(WallClockTarget(Model(config), name="reference@wall"))

@@ -211,7 +211,7 @@ def verify_cmd(
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     if plots is not None:
-        for p in plot(result, plots):
+        for p in plot(result, plots, epsilon):
             console.print(f"plot: {p}")
     if result.rows_read != result.rows_checked:
         err.print(f"[red]error:[/red] {result.rows_read} rows read but {result.rows_checked} checked")

@@ -151,3 +151,24 @@ def test_a_verdict_says_what_it_compared_and_nothing_compared_is_no_pass() -> No
     # Only invokes whose outcome never came: unknown, with the reason.
     sends = delayed_history(Model(CFG), 2000)[:1]
     assert verdict(sends).valid == "unknown"
+
+
+def test_a_shared_brokers_system_topic_may_exist_because_of_other_clients() -> None:
+    """A pull of TRANS_CHECK_MAX_TIME_TOPIC on a broker other scenarios share: the model (which has seen
+    nothing discarded) says TOPIC_NOT_EXIST, the broker answers PULL_NOT_FOUND because someone else's
+    discard made the topic. Allowed on a shared broker, a wrong status on an isolated one."""
+    from rmqspec.conformance.checker import check_history
+    from rmqspec.conformance.codec import op_arguments, response_to_json
+    from rmqspec.conformance.contract import Response
+    from rmqspec.conformance.history import Event
+    from rmqspec.reference.config import BrokerConfig
+    from rmqspec.reference.model import Pull
+
+    f, args = op_arguments(Pull("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 32, "CG"))
+    answer = response_to_json(
+        Response(19, "NO_MESSAGE_IN_QUEUE", {"next_begin_offset": 0, "min_offset": 0, "max_offset": 0})
+    )
+    events = [Event(0, 0, "invoke", f, args, 1_000), Event(1, 0, "ok", f, answer, 1_005)]
+    assert check_history(events, BrokerConfig(), shared=True).valid != "fail"
+    isolated = check_history(events, BrokerConfig(), shared=False)
+    assert isolated.valid == "fail" and isolated.anomalies[0].name == "wrong-pull-status"

@@ -11,6 +11,7 @@ from rmqspec.conformance.kill import Failure, kill_one, outcome
 from rmqspec.conformance.mutants import EXEMPT, MUTANTS, Mutant
 from rmqspec.conformance.scenarios import catalogue
 from rmqspec.conformance.specdoc import load_spec
+from rmqspec.reference.config import BrokerConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "mutation.md"
 
@@ -59,3 +60,18 @@ def test_wire_mutants_run_only_where_the_wire_is() -> None:
 def test_a_wire_mutant_is_killed_through_the_served_wire() -> None:
     row = kill_one(CommandLineTargets(), MUTANTS["msg-id-lower-case"], [], examples=0)
     assert (row.outcome, row.path, row.killed_by) == ("killed", "served", ("wire probe",))
+
+
+def test_a_configuration_mutant_reports_the_settings_it_was_given() -> None:
+    """It misreads them; a scenario written against the settings must see the ones the broker was set up
+    with, or it would follow the misreading (a check every half interval would look like the interval)."""
+    mutant = MUTANTS["check-interval-halved"]
+    given = BrokerConfig(transaction_check_interval_ms=5000, transaction_timeout_ms=3000)
+    target = CommandLineTargets().in_process(mutant, given)
+    assert target.info.config == given
+    assert mutant.model(given).config.transaction_check_interval_ms == 2500
+    scenarios = [
+        s for s in catalogue() if s.id == "transaction/check-interval#checks-come-one-interval-apart"
+    ]
+    row = kill_one(CommandLineTargets(), mutant, scenarios, examples=0)
+    assert row.outcome == "killed" and row.killed_by == (scenarios[0].id,)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
+import attrs
 import pytest
 
 from rmqspec.conformance.scenario_expr import Env, ExprError, Needs, evaluate, resolve
-from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.config import BrokerConfig, Profile
 
 SHORT = BrokerConfig(
     "1s 2s 3s", transaction_timeout_ms=3000, transaction_check_interval_ms=5000, transaction_check_max=3
@@ -24,6 +25,8 @@ def test_names_are_the_targets_settings() -> None:
     assert evaluate("=max(now, 2000) // 1000 % 7", env) == 2
     assert evaluate("=check_max", env) == 3
     assert evaluate("=flush", env) == 10000
+    assert evaluate("=op_sleep", env) == 0  # 4.9.x reads the op queue again at once
+    assert evaluate("=op_sleep", Env(attrs.evolve(SHORT, profile=Profile.V5))) == 1000  # SLEEP_WHILE_NO_OP
     # the default table: level 18 is two hours
     assert evaluate("=delay(levels)", Env(BrokerConfig())) == 7_200_000
 

@@ -245,3 +245,53 @@ def test_what_the_checker_needs_to_judge_a_timer_copy() -> None:
     assert not out_of_slot_order(
         EPOCH + 1000, EPOCH + 2000, EPOCH + 1000, EPOCH + 1990
     )  # one slot: any order
+
+
+def _timer_history() -> list[Any]:
+    """A timer message sent at +300 with a delay of 2500 ms (slot +2000, due +3000), read at +3200."""
+    from rmqspec.conformance.history import RecordingTarget
+    from rmqspec.reference.model import Pull, Send
+
+    t = RecordingTarget(InProcessTarget(Model(FIVE)))
+    t.advance_to(EPOCH + 300)
+    t.execute(Send(Message("TimerT", b"x", props(UNIQ_KEY="U1", TIMER_DELAY_MS="2500"))))
+    t.advance_to(EPOCH + 3200)
+    t.execute(Pull("TimerT", 0, 0))
+    return list(t.events)
+
+
+def _judged(events: list[Any], change: Any = None) -> list[tuple[str, str]]:
+    import copy
+
+    from rmqspec.conformance.checker import check_history
+
+    events = copy.deepcopy(events)
+    if change is not None:
+        change(events[-1].value["records"][0])
+    verdict = check_history(events, FIVE, epsilon_ms=100)
+    return [(a.name, a.rule) for a in verdict.anomalies]
+
+
+def test_the_history_checker_judges_a_timer_copy_two_sided_and_its_clock_properties() -> None:
+    """timer/due-time: not before a precision after the slot, nor later than epsilon after that;
+    timer/delivered-copy: TIMER_DEQUEUE_MS between the due time and the store time."""
+    events = _timer_history()
+    (rec,) = events[-1].value["records"]
+    assert rec["store_timestamp"] == EPOCH + 3000
+    assert _judged(events) == []
+    assert _judged(events, lambda r: r.update(store_timestamp=EPOCH + 3080)) == []  # within epsilon
+
+    def early(r: dict[str, Any]) -> None:
+        r.update(store_timestamp=EPOCH + 2999)
+        r["properties"]["TIMER_DEQUEUE_MS"] = str(EPOCH + 2999)
+
+    assert ("early-delivery", "timer/due-time") in _judged(events, early)
+    assert ("late-delivery", "timer/due-time") in _judged(
+        events, lambda r: r.update(store_timestamp=EPOCH + 3101)
+    )
+    assert _judged(events, lambda r: r["properties"].update(TIMER_DEQUEUE_MS=str(EPOCH + 2500))) == [
+        ("wrong-properties", "timer/delivered-copy")
+    ]
+    assert _judged(events, lambda r: r["properties"].update(TIMER_OUT_MS=str(EPOCH + 1000))) == [
+        ("wrong-properties", "put/stored-properties")
+    ]

@@ -176,7 +176,7 @@ def test_cli_generate_and_verify(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["passed"] and data["histories"] == 8 and data["rows_read"] == data["rows_checked"]
-    assert (plots / "lateness-per-level.png").stat().st_size > 1000
+    assert (plots / "lateness.png").stat().st_size > 1000
     assert (plots / "retry-ladder.png").stat().st_size > 1000
     bad = runner.invoke(app, ["traces", "generate", "--out", str(out), "--mutant", "nope"])
     assert bad.exit_code == 2 and "unknown mutant" in bad.output

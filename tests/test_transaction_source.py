@@ -407,3 +407,44 @@ def test_discards_are_not_done_twice_nor_checked() -> None:
     state, events = model.advance(state, 500, 20_000)
     assert [type(e).__name__ for e in events] == ["CheckRequest", "Discarded"]
     assert len(is_a(model.pull(state, TRANS_CHECK_MAX_TIME_TOPIC, 0, 0), PullResult).records) == 1
+
+
+def test_a_run_names_the_copies_it_would_discard_had_they_been_dispatched_in_time() -> None:
+    """The discard test comes before the stop at a record stored during the run (check ~L189 before L195 at
+    4.9.7): a run that reaches its own copy with the last count discards it at once. The model's run
+    stops where nothing was dispatched when it looked, and names what it would have discarded: the copy
+    with the last count, not one that will be checked again, nor what follows a record that stops it."""
+    model = Model(attrs.evolve(TX, transaction_check_max=2))
+    state = model.heartbeat(model.initial(), "PG")
+    state, _a = send(model, state, half("A", born=500), 500)
+    state, _b = send(model, state, half("B", born=600), 600)
+    state, events = model.advance(state, 600, 4_000)  # the run at 4000 checks both: counts 1
+    assert [c.message.properties["TRANSACTION_CHECK_TIMES"] for c in checks(events)] == ["1", "1"]
+    assert state.tx_discardable == frozenset()
+    state, events = model.advance(state, 4_000, 5_000)  # counts 2: both copies carry the last count
+    assert [c.message.properties["TRANSACTION_CHECK_TIMES"] for c in checks(events)] == ["2", "2"]
+    assert state.tx_discardable == frozenset({"A", "B"})
+    state, events = model.advance(state, 5_000, 6_000)  # the next run discards them, as the model does
+    assert [type(e).__name__ for e in events] == ["Discarded", "Discarded"]
+    assert state.tx_discardable == frozenset()
+
+
+def test_a_copy_with_a_lower_count_stops_the_walk_over_the_runs_own_copies() -> None:
+    """Copies are reached in the order they were written: one that will be checked again is a record stored
+    during the run (``Fresh stored``: break), and the copies after it are not reached."""
+    model = Model(attrs.evolve(TX, transaction_check_max=2))
+    state = model.heartbeat(model.initial(), "PG")
+    state, _a = send(model, state, half("A", born=500), 500)
+    state, _b = send(model, state, half("B", born=1_500), 1_500)
+    state, events = model.advance(state, 1_500, 4_000)  # A checked (count 1); B, not due, stops the run
+    assert [c.transaction_id for c in checks(events)] == ["A"]
+    # the run at 5000: B (count 1), then A's copy (count 2): B's copy comes first and stops the walk
+    state, events = model.advance(state, 4_000, 5_000)
+    assert [(c.transaction_id, c.message.properties["TRANSACTION_CHECK_TIMES"]) for c in checks(events)] == [
+        ("B", "1"),
+        ("A", "2"),
+    ]
+    assert state.tx_discardable == frozenset()
+    state, events = model.advance(state, 5_000, 6_000)  # B's copy checked again; A's copy discarded
+    assert [type(e).__name__ for e in events] == ["CheckRequest", "Discarded"]
+    assert state.tx_discardable == frozenset({"B"})

@@ -552,8 +552,10 @@ class FrameDecoder:
             raise self._error
         self._buf += data
         out: list[tuple[bytes, RemotingCommand]] = []
+        frame = b""
         try:
             while len(self._buf) >= 4:
+                frame = b""
                 total = _frame_length(bytes(self._buf[:4]), self._max)
                 if len(self._buf) < 4 + total:
                     break
@@ -562,7 +564,8 @@ class FrameDecoder:
                 out.append((frame, _decode_payload(frame[4:])))
         except ProtocolError as e:
             self._error = e
-            self.bad_bytes = bytes(self._buf[:64])
+            # The frame whose payload could not be read, or the bytes whose length prefix could not be.
+            self.bad_bytes = (frame or bytes(self._buf))[:64]
             self._buf.clear()
             raise
         return out

@@ -30,6 +30,7 @@ class Expectation:
     # window stays open until that operation completes, and then closes its width later.
     writer: int | None = None
     epoch: int = 0  # restarts before the expectation was made
+    timer_slot: int | None = None  # a 5.x timer copy: the wheel slot it was read from (timer/order)
 
     @property
     def queue(self) -> tuple[str, int]:

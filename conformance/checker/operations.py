@@ -23,9 +23,9 @@ from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.constants import (
     DLQ_PREFIX,
     HALF_TOPIC,
-    NOT_ALLOWED_SEND_TOPICS,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
     Code,
     Prop,
     TxAction,
@@ -59,7 +59,7 @@ def _send_rule(topic: str, half: bool) -> str:
 class OperationsMixin(PullsMixin):
     def visible(self, rec: Record) -> bool:
         """Whether a stored record reaches a consume queue a client may read."""
-        return rec.topic not in NOT_ALLOWED_SEND_TOPICS and self.model.semantics.dispatchable(rec.tran_type)
+        return rec.topic not in SYSTEM_TOPICS and self.model.semantics.dispatchable(rec.tran_type)
 
     def mismatch(self, e: Event, resp: Response, want: int, rule: str, what: str, uniq: str | None) -> int:
         return self.report(
@@ -150,9 +150,9 @@ class OperationsMixin(PullsMixin):
         queue_id, queue_offset = _int_field(resp, "queue_id"), _int_field(resp, "queue_offset")
         if stored == SCHEDULE_TOPIC and queue_offset is not None:
             self.schedule_entry_offset[op] = queue_offset
-        elif stored not in NOT_ALLOWED_SEND_TOPICS and queue_offset is not None:
+        elif stored not in SYSTEM_TOPICS and queue_offset is not None:
             self.reported_offset[op, uniq] = (queue_id if queue_id is not None else -1, queue_offset)
-        offset_known = offset_known and not (self.shared and stored in NOT_ALLOWED_SEND_TOPICS)
+        offset_known = offset_known and not (self.shared and stored in SYSTEM_TOPICS)
         want_offset = self.target_offset((stored, rec.queue_id), obs.queue_offset)
         if (offset_known and queue_offset != want_offset) or queue_id != obs.queue_id:
             excess = (
@@ -358,7 +358,9 @@ class OperationsMixin(PullsMixin):
             config: BrokerConfig = attrs.evolve(self.model.config, delay_levels=tuple(levels))
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
-        self.state = self.model.restart(self.state)
+        # the broker starts again at the earliest when the restart was asked for: its services' first
+        # moments (deliveries FIRST_DELAY_TIME later, the check service an interval later) count from there
+        self.state = self.model.restart(self.state, inv.time)
 
         def complete(resp: Response, e: Event) -> None:
             self.restarts.append((inv.time, e.time))
@@ -367,9 +369,14 @@ class OperationsMixin(PullsMixin):
             # Due while the broker was down (or released by the restart, which the model does at once):
             # delivered once its schedule service runs again, the first run FIRST_DELAY_TIME (1000 ms)
             # after the start.
+            # A timer message whose time passed while the broker was down: delivered once the timer reads
+            # its wheel again, a slot (one precision) after the start at the latest (rule: timer/restart).
+            precision = self.model.config.timer_precision_ms
             for xs in self.expectations.values():
                 for x in xs:
                     if x.level is not None and x.seen_at is None and x.earliest <= e.time + 1000:
                         x.closes = max(x.closes, e.time + 1000 + self.eps)
+                    elif x.timer_slot is not None and x.seen_at is None and x.earliest <= e.time + precision:
+                        x.closes = max(x.closes, e.time + precision + self.eps)
 
         return complete

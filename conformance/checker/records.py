@@ -17,9 +17,9 @@ import attrs
 from rmqspec.reference.constants import (
     DLQ_PREFIX,
     HALF_TOPIC,
-    NOT_ALLOWED_SEND_TOPICS,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
     Prop,
 )
@@ -27,6 +27,7 @@ from rmqspec.reference.observations import Discarded
 from rmqspec.reference.records import Props, Record, props
 
 from ..history import Event
+from ..timer_windows import TIMER_CLOCK_PROPERTIES, timer_property_problems
 from .expectation import Expectation
 from .order import OrderMixin
 from .windows import delivery_rule
@@ -154,7 +155,7 @@ class RecordsMixin(OrderMixin):
         waiting = [x for x in xs if x.seen_at is None]
         x = min(waiting, key=lambda x: (x.optional, x.queue_id != r.queue_id), default=None)
         if x is None:
-            if topic in NOT_ALLOWED_SEND_TOPICS and not xs:
+            if topic in SYSTEM_TOPICS and not xs:
                 # A system topic a client may read (the half topic, the discard topic): a record the
                 # model holds there (a half, a check copy) is what it stored; on a shared broker, one of
                 # a message this history never sent is another client's.
@@ -277,7 +278,12 @@ class RecordsMixin(OrderMixin):
                     f"{uniq} preparedTransactionOffset {r.prepared_transaction_offset}, expected {want}",
                     uniq=uniq,
                 )
-        for key, want_v, got_v in self.property_diffs(m.properties, r.properties):
+        diffs = self.property_diffs(m.properties, r.properties)
+        if x.timer_slot is not None:
+            # The timer sets these from its own clock (rule: timer/delivered-copy): judged by their bounds.
+            diffs = [d for d in diffs if d[0] not in TIMER_CLOCK_PROPERTIES]
+            self.judge_timer_clock(r, x, e)
+        for key, want_v, got_v in diffs:
             name, rule = "wrong-properties", PROP_RULES.get(key, "put/stored-properties")
             if key == Prop.DELAY and m.topic.startswith(RETRY_PREFIX):
                 name, rule = "wrong-retry-level", "sendback/delay-level"
@@ -285,6 +291,25 @@ class RecordsMixin(OrderMixin):
                 name, rule, e.index, f"{uniq} in {m.topic}: {key}={got_v!r}, expected {want_v!r}", uniq=uniq
             )
         self.compare_origin(r, m, uniq, e)
+
+    def judge_timer_clock(self, r: Record, x: Expectation, e: Event) -> None:
+        """TIMER_ENQUEUE_MS and TIMER_DEQUEUE_MS of a delivered timer copy, within what the broker's clock
+        allows: between the put and the delivery. rule: timer/delivered-copy"""
+        if x.writer is None or x.writer not in self.invoked_at:
+            return
+        done = self.completed.get(x.writer)
+        put_at = (self.invoked_at[x.writer], done[1] if done is not None else r.store_timestamp)
+        precision = self.model.config.timer_precision_ms
+        for problem in timer_property_problems(
+            r.properties, put_at, x.earliest, r.store_timestamp, precision
+        ):
+            self.report(
+                "wrong-properties",
+                "timer/delivered-copy",
+                e.index,
+                f"{x.uniq} in {x.topic}: {problem}",
+                uniq=x.uniq,
+            )
 
     def compare_origin(self, r: Record, m: Record, uniq: str, e: Event) -> None:
         """ORIGIN_MESSAGE_ID names the first failed message: the model's offset id maps to the target's."""
@@ -351,8 +376,12 @@ class RecordsMixin(OrderMixin):
                 uniq=uniq,
                 queues=queues,
             )
-        elif topic == TRANS_CHECK_MAX_TIME_TOPIC and self.discarded_soon(uniq):
-            self.count("records")  # the model discards it within the interval the phase leaves open
+        elif topic == TRANS_CHECK_MAX_TIME_TOPIC and (
+            uniq in self.state.tx_discardable or self.discarded_soon(uniq)
+        ):
+            # The run that wrote the copy reached it (transaction/check-discard), or the model discards it
+            # within the interval the phase leaves open.
+            self.count("records")
         elif topic == TRANS_CHECK_MAX_TIME_TOPIC:
             self.report(
                 "early-discard",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import bisect
 
 from rmqspec.reference.constants import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, TRANS_CHECK_MAX_TIME_TOPIC
-from rmqspec.reference.observations import CheckRequest, Delivered, Discarded
+from rmqspec.reference.observations import CheckRequest, Delivered, Discarded, TimerDelivered
 from rmqspec.reference.records import Record
 
+from ..timer_windows import timer_window
 from .base import CheckerBase, Queue
 from .expectation import Expectation
 
@@ -44,6 +45,8 @@ class WindowsMixin(CheckerBase):
         for ev in events:
             if isinstance(ev, Delivered):
                 self.on_delivered(ev)
+            elif isinstance(ev, TimerDelivered):
+                self.on_timer_delivered(ev)
             elif isinstance(ev, CheckRequest):
                 if ev.sent and (ev.transaction_id or "") not in self.void_uniqs:
                     self.expected_checks.append((ev.at, ev))
@@ -92,6 +95,26 @@ class WindowsMixin(CheckerBase):
         # the broker may have persisted its offset at shutdown.
         x.optional = source in self.delivered_sources
         self.delivered_sources.add(source)
+
+    def on_timer_delivered(self, ev: TimerDelivered) -> None:
+        """The 5.x timer put a due message back: the copy's window opens a precision after its slot
+        (rule: timer/due-time); the send that wrote the timer record bounds when it closes."""
+        source = ev.source.commit_log_offset
+        queue = (ev.copy.topic, ev.copy.queue_id)
+        self.mixed_queues.add(queue)
+        self.delivery_queues.add(queue)
+        if source in self.phantoms:
+            self.make_phantom(ev.copy)
+            return
+        window = timer_window(ev, self.model.config.timer_precision_ms, self.eps)
+        x = self.expect(
+            ev.copy,
+            "timer/due-time",
+            -1,
+            window.due,
+            writer=self.writer_of_record.get(source, self.writer_of_uniq.get(ev.copy.uniq_key or "")),
+        )
+        x.timer_slot = window.slot
 
     def note_new_topic(self, topic: str, root: int | None = None) -> None:
         """The model created ``topic``: if only for phantoms, the target may well not have it."""

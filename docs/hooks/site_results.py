@@ -79,6 +79,7 @@ class TargetResults:
     scenarios: int = 0
     passed: int = 0
     facts: Mapping[str, str] = attrs.field(factory=dict)  # date, settings, workload, chaos, time
+    plots: tuple[str, ...] = ()  # PNG files in docs/results/plots/<key>/ (the workload's plots)
 
     def cell(self, rule_id: str) -> str:
         if not self.ran:
@@ -247,7 +248,9 @@ def _report_target(path: Path, title: str) -> TargetResults:
     how = f"From `{rel}` (target `{data.get('target', '?')}`): {passed}/{total} scenarios passed."
     if path.name in HISTORY:
         how = f"{HISTORY[path.name]}. {how}"
-    return TargetResults(path.stem, title, True, how, rules, total, passed, facts)
+    plot_dir = path.parent / "plots" / path.stem
+    plots = tuple(sorted(p.name for p in plot_dir.glob("*.png"))) if plot_dir.is_dir() else ()
+    return TargetResults(path.stem, title, True, how, rules, total, passed, facts, plots)
 
 
 def _reports(root: Path) -> tuple[TargetResults, ...]:
@@ -406,6 +409,8 @@ def render_results_page(results: Results, rules: list[tuple[str, str]], link: An
         if t.facts:
             out += ["", f"## {t.title}", "", "| | |", "|---|---|"]
             out += [f"| {k} | {_cell(v)} |" for k, v in t.facts.items()]
+        for png in t.plots:
+            out += ["", f"![{png} of {t.title}](results/plots/{t.key}/{png})"]
     out += [
         "",
         "## Per rule",
