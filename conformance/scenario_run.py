@@ -82,6 +82,17 @@ class StepFailure:
     rule: str | None = None  # the rule the failure shows when it is not the scenario's own (wire/...)
     frame: str | None = None  # the offending answer, as received
     event: int | None = None  # the index of the history event where it showed (None: before any)
+    # The general rule this failure is an instance of, whatever the scenario is about (a check that never
+    # came: transaction/check-timeout; a send answer naming another offset: put/send-result). A run whose
+    # scenarios of several rules first fail this way names that rule as their root cause (suite.Report).
+    symptom: str | None = None
+
+
+def step_symptom(op: str, problem: str) -> str | None:
+    """The general rule a step's failed expectation is an instance of (``StepFailure.symptom``)."""
+    if op in ("send", "send_half", "send_batch") and problem.startswith(("queue_offset:", "queue_id:")):
+        return "put/send-result"
+    return None
 
 
 @attrs.frozen
@@ -179,6 +190,7 @@ class _Runner:
         self.plan = plan
         self.t0 = target.now()
         self.sent: dict[str, _Sent] = {}
+        self.committed: set[str] = set()  # the messages an end_tx step committed (answered SUCCESS)
         self.sent_at: dict[str, int] = {}
         self.checks_at: dict[str, list[int]] = {}
         self.pulled: dict[str, list[Record]] = {}
@@ -207,9 +219,17 @@ class _Runner:
             self.t0,
         )
 
-    def fail(self, i: int, op: str, msg: str, rule: str | None = None, frame: str | None = None) -> None:
+    def fail(
+        self,
+        i: int,
+        op: str,
+        msg: str,
+        rule: str | None = None,
+        frame: str | None = None,
+        symptom: str | None = None,
+    ) -> None:
         event = len(self.rec.events) - 1 if self.rec.events else None
-        self.failures.append(StepFailure(i + 1, op, msg, rule, frame, event))
+        self.failures.append(StepFailure(i + 1, op, msg, rule, frame, event, symptom))
 
     def ref(self, name: str, i: int) -> _Sent:
         if name not in self.sent:
@@ -531,8 +551,10 @@ class _Runner:
             self.pull_names[i] = frozenset(self.uniq_to_name(r.uniq_key) for r in resp.records)
         if expect is not None:
             self.checked += 1
+        if op == "end_tx" and resp.code == 0 and str(args.get("action", "")).lower() == "commit":
+            self.committed.add(str(args.get("ref")))
         for p in problems:
-            self.fail(i, op, p)
+            self.fail(i, op, p, symptom=step_symptom(op, p) or self.missing_committed(op, p, expect))
         if op in ("send", "send_half", "send_batch") and "as" in step:
             if isinstance(built, Send):
                 uniq = built.message.properties[Prop.UNIQ_KEY]
@@ -834,6 +856,20 @@ class _Runner:
             return False
         return True
 
+    def missing_committed(self, op: str, problem: str, expect: Any) -> str | None:
+        """transaction/committed-message when a pull that should show a message this scenario committed
+        shows another status or other records: the symptom of a commit that stored nothing, whatever the
+        scenario is about (``StepFailure.symptom``)."""
+        if op != "pull" or not problem.startswith(("code:", "messages:")) or not isinstance(expect, Mapping):
+            return None
+        wanted = expect.get("messages")
+        refs = (
+            {str(m.get("ref")) for m in wanted if isinstance(m, Mapping)}
+            if isinstance(wanted, list)
+            else set()
+        )
+        return "transaction/committed-message" if refs & self.committed else None
+
     def check_checks(self, i: int, got: list[CheckEvent], expect: Any) -> None:
         if expect is None:
             return
@@ -846,7 +882,10 @@ class _Runner:
             )
         if len(got) != len(want):
             names = [self.uniq_to_name(c.message.uniq_key) for c in got]
-            self.fail(i, "checks", f"expected {len(want)} check request(s), got {len(got)} {names}")
+            few = "transaction/check-timeout" if len(got) < len(want) else None  # a check that never came
+            self.fail(
+                i, "checks", f"expected {len(want)} check request(s), got {len(got)} {names}", symptom=few
+            )
             return
         for n, (chk, w) in enumerate(zip(got, want, strict=True)):
             if "ref" in w:

@@ -161,6 +161,7 @@ class Showing:
     frame: str | None = None
     time: int | None = None  # epoch ms (None: unknown, ordered last)
     consequences: int = 0  # the later failures of the same source
+    symptom: str | None = None  # the general rule the failure is an instance of (StepFailure.symptom)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -229,7 +230,23 @@ def scenario_showing(r: ScenarioResult) -> Showing | None:
         root.frame,
         event.time if event is not None else (r.history[0].time if r.history else None),
         len(r.failures) - 1,
+        root.symptom,
     )
+
+
+def shared_symptoms(showings: Sequence[Showing]) -> list[Showing]:
+    """The showings with each symptom that the first failures of several rules share named by the
+    symptom's rule: a broker that sends no check requests fails the first checks step of scenarios about
+    immunity, intervals, counts and resolution alike, and that is one root cause (transaction/
+    check-timeout), not one per rule. A symptom that only one rule's scenarios show keeps that rule: the
+    more precise diagnosis."""
+    rules: dict[str, set[str]] = {}
+    for x in showings:
+        if x.symptom is not None:
+            rules.setdefault(x.symptom, set()).add(x.rule)
+    named = {x.rule for x in showings}
+    shared = {s for s, rs in rules.items() if len(rs | ({s} & named)) > 1}
+    return [attrs.evolve(x, rule=x.symptom) if x.symptom in shared else x for x in showings]
 
 
 def unknown_operation(r: ScenarioResult) -> str | None:
@@ -312,7 +329,7 @@ class Report:
             for i, d in enumerate(protocol)
         ]
         groups: dict[str, list[Showing]] = {}
-        for x in sorted(showings, key=lambda x: (x.time is None, x.time or 0)):
+        for x in sorted(shared_symptoms(showings), key=lambda x: (x.time is None, x.time or 0)):
             groups.setdefault(x.rule, []).append(x)
         out += [RunRootCause(rule, xs[0], tuple(xs)) for rule, xs in groups.items()]
         return tuple(out)
@@ -437,15 +454,19 @@ class Report:
         return {k: dict(v) for k, v in sorted(table.items())}
 
     def to_json(self) -> dict[str, Any]:
+        roots = self.root_causes
         return {
             "target": self.target,
             "passed": self.passed,
             "exit_code": self.exit_code,
+            # Root causes first: a protocol failure named once in one line, then each rule by where it
+            # first showed, with the count of what follows from it.
+            "protocol_failure": next((r.line() for r in roots if r.protocol), None),
+            "root_causes": [r.to_json() for r in roots],
+            "unjudged": self.unjudged,
             "counts": self.counts,
             "summary": self.summary(),
-            "root_causes": [r.to_json() for r in self.root_causes],
             "protocol": [d.to_json() for d in self.protocol],
-            "unjudged": self.unjudged,
             "probe": None if self.probe is None else self.probe.to_json(),
             "seconds": round(self.seconds, 3),
             "settings": self.settings,

@@ -291,7 +291,9 @@ class PullsMixin(TransactionsMixin):
             ceiling = self.ceiling(queue)
             if got is None or got < floor or (ceiling is not None and got > ceiling):
                 top = "∞" if ceiling is None else str(ceiling)
-                excess = got - ceiling if got is not None and ceiling is not None else 0
+                excess = 0  # how many more entries (fewer, when negative) than the model's allow
+                if got is not None:
+                    excess = got - floor if got < floor else (got - ceiling if ceiling is not None else 0)
                 rule, note = self.excess_rule(queue, excess, "dispatch/max-offset")
                 self.report(
                     "wrong-max-offset",

@@ -21,6 +21,7 @@ from rmqspec.reference.constants import (
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
     Prop,
 )
 from rmqspec.reference.observations import Discarded
@@ -471,16 +472,33 @@ class RecordsMixin(OrderMixin):
                     n += 1
         return n
 
+    def committed_in(self, queue: tuple[str, int]) -> int:
+        """How many messages END_TRANSACTION commits wrote to ``queue`` in the model."""
+        n = 0
+        for clo, _size, _tags in self.state.store.cq(*queue):
+            rec = self.state.store.lookup(clo)
+            if rec is not None and rec.sys_flag & 0xC == TRANSACTION_COMMIT_TYPE:
+                n += 1
+        return n
+
     def excess_rule(self, queue: tuple[str, int], excess: int, rule: str) -> tuple[str, str]:
-        """The rule for a queue that holds ``excess`` more entries than the model's: when the model holds
-        at least as many delayed messages back for it, the likeliest cause is that the broker stored them
-        at once (put/delay-eligibility); the note says so. Else ``rule``, and no note."""
+        """The rule for a queue that holds ``excess`` more entries than the model's (fewer, when negative):
+        when the model holds at least as many delayed messages back for it, the likeliest cause is that the
+        broker stored them at once (put/delay-eligibility); when it lacks no more entries than the model's
+        commits wrote there, that the commits stored nothing (transaction/committed-message). The note
+        says so. Else ``rule``, and no note."""
         held = self.held_back(queue) if excess > 0 else 0
         if 0 < excess <= held:
             return (
                 "put/delay-eligibility",
                 f" (the model holds {held} delayed message(s) for this queue in the schedule topic: stored "
                 "at once?)",
+            )
+        committed = self.committed_in(queue) if excess < 0 else 0
+        if 0 < -excess <= committed:
+            return (
+                "transaction/committed-message",
+                f" (the model's commits wrote {committed} message(s) to this queue: never stored?)",
             )
         return rule, ""
 
