@@ -27,7 +27,6 @@ from rmqspec.adapters.remoting.codec import (
     MAGIC_V2,
     MAX_FRAME,
     BatchMessage,
-    Code,
     ConsumerData,
     FrameDecoder,
     ProtocolError,
@@ -70,6 +69,7 @@ from rmqspec.adapters.remoting.codec import (
     send_message_request,
     view_message_request,
 )
+from rmqspec.reference.constants import Code
 from rmqspec.reference.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqspec.reference.records import offset_msg_id as reference_offset_msg_id
 
