@@ -11,7 +11,9 @@ of root causes.
 A fault that ``expects`` "unknown" is a broker that stops answering: the run must end with no verdict
 (exit 3) and say what could not be judged.
 
-Nothing here imports the adapters: the wire faults rewrite frames with ``wireprobe``'s helpers.
+Nothing here imports the adapters: the wire faults rewrite frames with ``wireprobe``'s helpers, and
+``fault_matrix`` runs the suite through a function the caller passes (the command line serves each
+fault over TCP in this process: ``rmqspec.conform.FaultRunner``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Final
 
 import attrs
@@ -28,6 +32,7 @@ from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model
 
 from .mutants import MUTANTS
+from .suite import EXIT_FAIL, EXIT_UNKNOWN, Report
 from .wirecheck import WireFinding, parse_frame
 from .wireprobe import Faulty, WireFault, rewrite_body, rewrite_header
 
@@ -53,7 +58,11 @@ class Fault:
 
     @property
     def kind(self) -> str:
-        return "protocol" if self.wire is not None and self.mutant is None else "behaviour"
+        """ "protocol" (its rule is a wire/... rule), "behaviour" (any other rule, whether planted in the
+        model or by rewriting frames) or "hang" (a broker that stops answering)."""
+        if self.expect == "unknown":
+            return "hang"
+        return "protocol" if self.rule.startswith("wire/") else "behaviour"
 
     def model(self, config: BrokerConfig) -> Model:
         return MUTANTS[self.mutant].model(config) if self.mutant is not None else Model(config)
@@ -196,15 +205,50 @@ def _heartbeat_refused() -> WireFault:
     return WireFault(to_client=to_client, to_broker=kept.to_broker)
 
 
-def _queue_offset_plus_one(frame: bytes) -> bytes | None:
-    """A send's answer names the queue's next offset (the offset after the message), not the message's."""
+def _plain_send(h: dict[str, Any]) -> bool:
+    """Whether ``h`` heads a SEND_MESSAGE (V2) of a plain message: not transactional, no DELAY (its
+    header keys as RocketMQ names them, long or V2's short ones)."""
+    if _is_response(h) or int(h.get("code", -1)) not in (10, 310):
+        return False
+    ext = h.get("extFields")
+    if not isinstance(ext, dict):
+        return False
+    sys_flag = str(ext.get("sysFlag", ext.get("f", "0")))
+    properties = str(ext.get("properties", ext.get("i", "")))
+    names = {kv.split("\x01", 1)[0] for kv in properties.split("\x02") if kv}
+    return (not sys_flag.isdigit() or int(sys_flag) & 0xC == 0) and not names & {"DELAY", "TRAN_MSG"}
+
+
+def _queue_offset_plus_one() -> WireFault:
+    """The answer to a plain send names the queue's offset after the message (queueOffset + 1), as an
+    implementation that answers with the queue's new max offset does."""
+    opaques: set[int] = set()
+    lock = threading.Lock()
+
+    def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
+        h = _header(frame)
+        if h is not None and _plain_send(h) and not int(h.get("flag", 0)) & 2:
+            with lock:
+                opaques.add(int(h.get("opaque", 0)))
+        return frame, None
 
     def change(h: dict[str, Any]) -> None:
+        with lock:
+            if not _is_response(h) or int(h.get("opaque", -1)) not in opaques:
+                return
+            opaques.discard(int(h.get("opaque", -1)))
         ext = _ext(h)
-        if _is_response(h) and "msgId" in ext and str(ext.get("queueOffset", "")).lstrip("-").isdigit():
+        if str(ext.get("queueOffset", "")).lstrip("-").isdigit():
             ext["queueOffset"] = str(int(ext["queueOffset"]) + 1)
 
-    return rewrite_header(frame, change)
+    return WireFault(to_client=lambda frame: rewrite_header(frame, change), to_broker=to_broker)
+
+
+def _no_check_requests(frame: bytes) -> bytes | None:
+    """CHECK_TRANSACTION_STATE never reaches a producer: the broker's check service runs (its put-back
+    copies, counts and discards as ever), but no check request leaves it."""
+    h = _header(frame)
+    return None if h is not None and not _is_response(h) and int(h.get("code", -1)) == 39 else frame
 
 
 def _records_rewritten(body: bytes, change: Callable[[str], str]) -> bytes | None:
@@ -259,7 +303,7 @@ def _property_names_lower_case(frame: bytes) -> bytes | None:
     return rewrite_body(frame, change)
 
 
-def _silent_after(requests: int) -> Callable[[], Faulty]:
+def silent_after(requests: int) -> Callable[[], Faulty]:
     """After ``requests`` requests (all connections together), the broker answers nothing more: it keeps
     its connections open and reads what comes, as a hung process does."""
 
@@ -339,9 +383,9 @@ _add(
     Fault(
         "no-check-requests",
         "transaction/check-timeout",
-        "the broker never sends CHECK_TRANSACTION_STATE",
+        "the broker never sends CHECK_TRANSACTION_STATE (its check service runs, no request leaves it)",
         symptoms=("wire/check-request",),
-        mutant="no-check",
+        wire=lambda: WireFault(to_client=_no_check_requests),
     )
 )
 _add(
@@ -372,8 +416,8 @@ _add(
     Fault(
         "queue-offset-off-by-one",
         "put/send-result",
-        "a send's answer names queueOffset + 1 (the queue's next offset, not the message's)",
-        wire=lambda: WireFault(to_client=_queue_offset_plus_one),
+        "a plain send's answer names queueOffset + 1 (the queue's next offset, not the message's)",
+        wire=_per_connection(_queue_offset_plus_one),
     )
 )
 _add(
@@ -406,7 +450,7 @@ _add(
         f"silent-after-{SILENT_AFTER}",
         "",
         f"after {SILENT_AFTER} requests the broker answers nothing more (a hung broker)",
-        wire=_silent_after(SILENT_AFTER),
+        wire=silent_after(SILENT_AFTER),
         expect="unknown",
     )
 )
@@ -417,3 +461,143 @@ def fault(name: str) -> Fault:
     if name not in FAULTS:
         raise KeyError(f"unknown fault {name!r}; `rmqspec faults --list` shows the {len(FAULTS)} names")
     return FAULTS[name]
+
+
+# --- the matrix -------------------------------------------------------------------------------------------
+
+# How a run against a fault ended, judged against what the fault expects.
+DIAGNOSED: Final = (
+    "diagnosed"  # its rule named first (or, expecting unknown: exit 3, what was not judged said)
+)
+OUTCOMES: Final = {
+    DIAGNOSED: "the right rule named first, with at most MAX_ROOT_CAUSES root causes",
+    "wrong-rule": "the run failed, but its first root cause is another rule",
+    "imprecise": f"the right rule first, but more than {MAX_ROOT_CAUSES} root causes",
+    "missed": "the run passed: the fault went unseen",
+    "unknown": "no verdict (exit 3) where a failure was expected",
+    "wrong-outcome": "a verdict where a broker that stops answering should leave none (exit 3)",
+    "crashed": "the run did not finish with a report (an error of rmqspec's own)",
+}
+
+
+@attrs.frozen
+class FaultRow:
+    """One fault's line of the matrix."""
+
+    fault: str
+    kind: str
+    expected: str  # the rule it must name first, or "unknown" (exit 3)
+    outcome: str  # a key of OUTCOMES
+    exit_code: int | None  # None: crashed
+    first: str | None  # the rule of the first root cause the report names
+    root_causes: int
+    line: str  # the first root cause as the report says it, what could not be judged, or the error
+    seconds: float = 0.0
+    report: str | None = None  # where the run's report was written
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == DIAGNOSED
+
+    def to_json(self) -> dict[str, Any]:
+        return {**attrs.asdict(self), "ok": self.ok}
+
+
+def judge(f: Fault, rep: Report, *, seconds: float = 0.0, report: str | None = None) -> FaultRow:
+    """The matrix row of ``rep``, the report of a suite run against ``f``."""
+    roots = rep.root_causes
+    first = roots[0] if roots else None
+    code = rep.exit_code
+    if f.expect == "unknown":
+        line = "; ".join(rep.unjudged) or (first.line() if first is not None else rep.summary())
+        if code != EXIT_UNKNOWN:
+            outcome = "missed" if code == 0 else "wrong-outcome"
+        elif not rep.unjudged:
+            outcome = "wrong-outcome"  # exit 3 without saying what could not be judged
+        elif len(roots) > MAX_ROOT_CAUSES:
+            outcome = "imprecise"
+        else:
+            outcome = DIAGNOSED
+    else:
+        line = first.line() if first is not None else ("; ".join(rep.unjudged) or rep.summary())
+        if code == 0:
+            outcome = "missed"
+        elif code == EXIT_UNKNOWN:
+            outcome = "unknown"
+        elif code != EXIT_FAIL or first is None or first.rule not in f.rules:
+            outcome = "wrong-rule"
+        elif len(roots) > MAX_ROOT_CAUSES:
+            outcome = "imprecise"
+        else:
+            outcome = DIAGNOSED
+    return FaultRow(
+        f.name,
+        f.kind,
+        f.rule if f.expect == "fail" else "unknown",
+        outcome,
+        code,
+        first.rule if first is not None else None,
+        len(roots),
+        line,
+        seconds,
+        report,
+    )
+
+
+def crashed(f: Fault, error: BaseException, *, seconds: float = 0.0) -> FaultRow:
+    """The row of a run that ended in an exception instead of a report: where it was raised, said."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return FaultRow(
+        f.name,
+        f.kind,
+        f.rule if f.expect == "fail" else "unknown",
+        "crashed",
+        None,
+        None,
+        0,
+        f"{type(error).__name__}: {error}{where}",
+        seconds,
+    )
+
+
+def fault_matrix(
+    run: Callable[[str], FaultRow],
+    names: Sequence[str] | None = None,
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[FaultRow]:
+    """``run`` (the suite against one fault, as a row) for every fault or those ``names``, in the zoo's
+    order; ``workers`` > 1 runs that many at once, each in a process of its own (``run`` must pickle).
+    A ``run`` that raises gives a crashed row: the matrix always finishes."""
+    chosen = [fault(n) for n in (names or list(FAULTS))]
+    total = len(chosen)
+    rows: dict[str, FaultRow] = {}
+
+    def done(row: FaultRow) -> None:
+        rows[row.fault] = row
+        if progress is not None:
+            progress(len(rows), total, row.fault)
+
+    if workers <= 1 or total <= 1:
+        for f in chosen:
+            try:
+                done(run(f.name))
+            except Exception as e:
+                done(crashed(f, e))
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, total)) as pool:
+            futures = {pool.submit(run, f.name): f for f in chosen}
+            for future in as_completed(futures):
+                f = futures[future]
+                try:
+                    done(future.result())
+                except Exception as e:
+                    done(crashed(f, e))
+    return [rows[f.name] for f in chosen]
+
+
+def matrix_summary(rows: Sequence[FaultRow]) -> dict[str, int]:
+    """How many rows ended each way."""
+    return {k: sum(r.outcome == k for r in rows) for k in OUTCOMES}

@@ -1,10 +1,11 @@
-"""The conformance commands of the ``rmqspec`` CLI: conform, mutants, scenarios."""
+"""The conformance commands of the ``rmqspec`` CLI: conform, mutants, faults, serve, scenarios."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rmqspec.adapters.inprocess import WallClockTarget
-from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
+from rmqspec.conform import FaultRunner, Report, TargetSpecError, conform, fault_matrix, kill_matrix
 from rmqspec.conformance import faults as zoo
 from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.conformance.mutants import MUTANTS
@@ -135,16 +136,29 @@ def conform_cmd(
             )
     except (TargetSpecError, ScenarioError) as e:
         if report:  # the report is always written: here it says why nothing was judged
-            report.parent.mkdir(parents=True, exist_ok=True)
-            doc = {"target": target, "passed": False, "exit_code": 2, "error": str(e)}
-            report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            _error_report(report, target, 2, str(e))
         raise _fail(str(e)) from None
+    except Exception as e:  # rmqspec's own error: no verdict (exit 3), said in one line, never a traceback
+        frames = traceback.extract_tb(e.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        message = f"rmqspec error {type(e).__name__}: {e}{where}; nothing was judged (please report it)"
+        if report:
+            _error_report(report, target, 3, message)
+        err.print(f"[yellow]unknown:[/yellow] {escape(message)}")
+        raise typer.Exit(3) from None
     if report:
         rep.write_json(report)
     if junit:
         rep.write_junit(junit)
     _print_report(rep, report)
     raise typer.Exit(rep.exit_code)
+
+
+def _error_report(report: Path, target: str, code: int, error: str) -> None:
+    """The report of a run that judged nothing: why, and its exit code."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"target": target, "passed": False, "exit_code": code, "error": error}
+    report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def _select(scenarios: list[Scenario], wanted: list[str] | None) -> list[Scenario]:
@@ -310,6 +324,85 @@ def mutants_cmd(
     raise typer.Exit(0 if counts["killed"] == len(rows) else 1)
 
 
+def faults_cmd(
+    list_only: Annotated[bool, typer.Option("--list", help="list the faults and exit")] = False,
+    only: Annotated[list[str] | None, typer.Option("--only", help="run only these faults")] = None,
+    profile: Annotated[
+        Path, typer.Option(help="target profile (YAML): the settings each faulty broker is served with")
+    ] = Path("profiles/short-levels.yaml"),
+    workload_seconds: Annotated[float, typer.Option(help="seconds of workload in each run")] = 10.0,
+    workers: Annotated[int, typer.Option(help="faults run at once, each in a process of its own")] = 3,
+    report: Annotated[Path | None, typer.Option(help="write the matrix as JSON")] = None,
+    report_dir: Annotated[
+        Path | None, typer.Option(help="write each run's report (NAME.json) and failing histories here")
+    ] = None,
+) -> None:
+    """Run the whole suite over TCP against every broken broker of the zoo (`rmqspec serve --fault NAME`)
+    and print the matrix; exit 0 only if every fault is diagnosed right: its rule named as the first root
+    cause with at most a handful of root causes (a broker that stops answering: exit 3, what could not be
+    judged said)."""
+    if list_only:
+        for name, f in zoo.FAULTS.items():
+            expect = f.rule if f.expect == "fail" else "unknown (exit 3)"
+            _out().print(f"{name:28} {f.kind:10} {expect:30} {escape(f.description)}")
+        raise typer.Exit(0)
+    unknown = [n for n in (only or []) if n not in zoo.FAULTS]
+    if unknown:
+        raise _fail(f"unknown fault(s): {', '.join(unknown)} (`rmqspec faults --list` shows the names)")
+    if workers < 1:
+        raise _fail("--workers must be at least 1")
+    if not profile.is_file():
+        raise _fail(f"no profile {profile}: give --profile FILE (the repo's is profiles/short-levels.yaml)")
+    runner = FaultRunner(profile=profile, workload_seconds=workload_seconds, report_dir=report_dir)
+    start = time.perf_counter()
+    names = list(dict.fromkeys(only)) if only else list(zoo.FAULTS)
+    with _progress() as bar:
+        task = bar.add_task("faults", total=len(names), item="")
+        rows = fault_matrix(
+            runner,
+            names,
+            workers=workers,
+            progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
+        )
+    took = time.perf_counter() - start
+    out = _out()
+    table = Table(title="faults matrix: the suite over TCP against each broken broker")
+    for col in ("fault", "kind", "expected root cause", "first root cause reported", "roots", "outcome", "s"):
+        table.add_column(col, justify="right" if col in ("roots", "s") else "left")
+    for r in rows:
+        outcome = f"[green]{r.outcome}[/green]" if r.ok else f"[red]{r.outcome.upper()}[/red]"
+        table.add_row(
+            r.fault,
+            r.kind,
+            r.expected,
+            r.first or ("— (exit 3)" if r.exit_code == 3 else "—"),
+            str(r.root_causes),
+            outcome,
+            f"{r.seconds:.0f}",
+        )
+    out.print(table)
+    for r in rows:
+        if not r.ok:
+            out.print(f"[red]{escape(r.fault)}[/red] {escape(r.outcome)}: {escape(r.line)}")
+    counts = zoo.matrix_summary(rows)
+    good = counts[zoo.DIAGNOSED]
+    out.print(
+        f"{good}/{len(rows)} faults diagnosed right"
+        + "".join(f", {n} {k}" for k, n in counts.items() if n and k != zoo.DIAGNOSED)
+        + f" ({took:.0f} s, {workers} worker(s))"
+    )
+    if report:
+        doc = {
+            "summary": counts,
+            "max_root_causes": zoo.MAX_ROOT_CAUSES,
+            "seconds": round(took, 1),
+            "faults": [r.to_json() for r in rows],
+        }
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    raise typer.Exit(0 if good == len(rows) else 1)
+
+
 scenarios_app = typer.Typer(help="The scenario catalogue.", no_args_is_help=True)
 
 
@@ -444,4 +537,5 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.command("conform")(conform_cmd)
     app.command("mutants")(mutants_cmd)
+    app.command("faults")(faults_cmd)
     app.add_typer(scenarios_app, name="scenarios")

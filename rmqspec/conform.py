@@ -19,8 +19,9 @@ from rmqspec.adapters.remoting.deploy import FixedRemoting, RemotingDeployment, 
 from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_profile
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
-from rmqspec.conformance.contract import Feature, Target, TargetError
-from rmqspec.conformance.faults import fault
+from rmqspec.conformance.contract import Feature, ProtocolFailure, Target, TargetError
+from rmqspec.conformance.faults import FaultRow, crashed, fault, judge
+from rmqspec.conformance.faults import fault_matrix as run_fault_matrix
 from rmqspec.conformance.history import save
 from rmqspec.conformance.kill import KillRow
 from rmqspec.conformance.kill import kill_matrix as run_kill_matrix
@@ -198,6 +199,12 @@ def probe(tp: TargetProfile, spec: str) -> None:
         from rmqspec.reference.model import GetMaxOffset
 
         t.execute(GetMaxOffset("rmqspec_probe", 0))
+    except ProtocolFailure as e:
+        what = "an HTTP server" if _looks_like_http(e.frame) else "something that does not speak it"
+        raise TargetSpecError(
+            f"{tp.host}:{tp.port} is not a RocketMQ remoting endpoint: it answered with bytes that are not a "
+            f"remoting frame ({e.rule}), as {what} does; frame: {e.frame}"
+        ) from None
     except TargetError as e:
         raise TargetSpecError(
             f"no RocketMQ reply from {tp.host}:{tp.port} within {tp.timeout_s:g} s: is it a RocketMQ remoting "
@@ -205,6 +212,12 @@ def probe(tp: TargetProfile, spec: str) -> None:
         ) from None
     finally:
         t.close()
+
+
+def _looks_like_http(frame: str | None) -> bool:
+    """Whether the bytes a MalformedFrame shows ("N bytes: HEX") begin an HTTP response."""
+    hexed = (frame or "").partition(": ")[2]
+    return hexed.startswith(b"HTTP/".hex())
 
 
 def probe_deployment(dep: Deployment) -> ProbeResult:
@@ -322,7 +335,7 @@ def _conform(
             seed=seed or 0,
             save_dir=save_dir,
             chaos=chaos,
-            parallel_brokers=4 if target == "served" or target.startswith("served:") else 1,
+            parallel_brokers=2 if target == "served" or target.startswith("served:") else 1,
             plots_dir=plots,
         )
         try:
@@ -504,3 +517,45 @@ def kill_matrix(
         scenarios=scenarios,
         workers=workers,
     )
+
+
+@attrs.frozen
+class FaultRunner:
+    """The faults matrix's run of one fault: the whole suite over TCP against ``served:fault:NAME`` with
+    ``profile``'s settings, its report written to ``report_dir/NAME.json`` (and its failing histories
+    under ``report_dir/NAME/``) when given. Pickles, for ``workers`` > 1."""
+
+    profile: Path | None = None
+    workload_seconds: float = 10.0
+    report_dir: Path | None = None
+    max_wait_ms: int = 60_000
+
+    def __call__(self, name: str) -> FaultRow:
+        f = fault(name)
+        start = time.perf_counter()
+        try:
+            rep = conform(
+                f"served:fault:{name}",
+                profile=self.profile,
+                workload_seconds=self.workload_seconds,
+                max_wait_ms=self.max_wait_ms,
+                save_dir=None if self.report_dir is None else self.report_dir / name,
+            )
+        except Exception as e:  # a crash is a row of the matrix, never the matrix's end
+            return crashed(f, e, seconds=time.perf_counter() - start)
+        path = None
+        if self.report_dir is not None:
+            path = self.report_dir / f"{name}.json"
+            rep.write_json(path)
+        return judge(f, rep, seconds=time.perf_counter() - start, report=None if path is None else str(path))
+
+
+def fault_matrix(
+    runner: FaultRunner,
+    names: list[str] | None = None,
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[FaultRow]:
+    """``conformance.faults.fault_matrix`` with the command line's runner."""
+    return run_fault_matrix(runner, names, workers=workers, progress=progress)
