@@ -16,9 +16,9 @@ import platform
 import sys
 import time
 
-from benchmarks import conformance, model_ops, timer, traces
+from benchmarks import cluster, conformance, model_ops, summary, timer, traces
 
-BENCHMARKS = ("model_ops", "conformance", "traces", "timer")
+BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer")
 
 
 def _cpu_model() -> str:
@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cycles", type=int, default=model_ops.CYCLES, help="model_ops: cycles per repeat")
     parser.add_argument("--repeats", type=int, default=model_ops.REPEATS, help="model_ops: repeats (best of)")
+    parser.add_argument(
+        "--markdown", metavar="FILE", help="also write the summary table as Markdown (docs/performance.md)"
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if argv is None and "PYTHONHASHSEED" not in os.environ:
         os.environ["PYTHONHASHSEED"] = "0"
@@ -91,9 +94,24 @@ def main(argv: list[str] | None = None) -> int:
         conformance.main(args.quick)
     if "traces" in chosen:
         traces.main(args.quick)
+    if "cluster" in chosen:
+        cluster.main(args.quick)
     if "timer" in chosen:
         timer.main(args.quick)
-    print(f"benchmarks: {time.perf_counter() - start:.0f} s")
+    seconds = time.perf_counter() - start
+    print(f"benchmarks: {seconds:.0f} s")
+    print(f"== issue 15: every measure beside its goal ({'quick' if args.quick else 'full'} size) ==")
+    print(summary.table())
+    if args.markdown:
+        head = [
+            f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} by `python -m benchmarks "
+            f"{' '.join(sys.argv[1:])}` in {seconds:.0f} s.",
+            "",
+            *(f"- {line}" for line in machine_info()),
+            "",
+        ]
+        with open(args.markdown, "w") as f:
+            f.write("\n".join([*head, summary.table(markdown=True), ""]))
     return 0
 
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
+from benchmarks.summary import record
 from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.conformance.checker import Verdict
 from rmqspec.conformance.machine import run_machine
@@ -118,6 +119,7 @@ def main(quick: bool = False) -> None:
     print(f"suite: {sps:10.0f} steps/s  ({n} operations, history checker after every step)")
     print(f"raw:   {raw:10.0f} steps/s  (a machine of the same shape doing nothing)")
     print(f"ratio: {sps / raw:10.2f}   (goal: >= 5000 steps/s and >= 0.5 of raw)")
+    record("machine", f"{sps:,.0f} vs {raw:,.0f} steps/s ({sps / raw:.2f})", sps >= 5000 and sps / raw >= 0.5)
     t = time.perf_counter()
     names = sorted(MUTANTS)[:8] if quick else None
     lengths = shrunk_lengths(names)
@@ -128,7 +130,12 @@ def main(quick: bool = False) -> None:
     for name, length in sorted(lengths.items(), key=lambda kv: kv[1]):
         print(f"  {name:32} {length:4d} operations")
     if lengths:
-        print(f"median: {statistics.median(lengths.values())} operations (goal: <= 10)")
+        median = statistics.median(lengths.values())
+        print(f"median: {median} operations (goal: <= 10)")
+        of = f" (the first {len(names)} mutants)" if names else ""
+        record(
+            "shrink", f"{median:g} operations, {len(lengths)} mutants{of}", median <= 10, full_size=not names
+        )
 
 
 if __name__ == "__main__":

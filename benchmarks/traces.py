@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.summary import record
 from rmqspec.adapters.inprocess import InProcessTarget
+from rmqspec.conformance.checker import check_history
 from rmqspec.conformance.trace_format import read_parquet_table, rows_of, trace_files, write_parquet
-from rmqspec.conformance.trace_gen import generate_history, write_traces
+from rmqspec.conformance.trace_gen import TRACE_CONFIG, generate_history, write_traces
 from rmqspec.conformance.trace_spark import spark_session, verify
 
 
@@ -101,12 +103,31 @@ def main(quick: bool = False) -> None:
                         )
                 finally:
                     spark.stop()
+        size = f"at {rows / 1e6:.2f} M rows, not 20 M"
         for mode, engine in (("whole", "rdd"), ("keyed", "rdd")):
             one, two = results.get(f"{mode} {engine} local[1]"), results.get(f"{mode} {engine} local[2]")
             if one and two:
                 print(
                     f"   {mode} mode, Spark local[2] / local[1]: {two / one:.2f}x (goal 1.7x at 20 M rows or more)"
                 )
+                alone = results[f"{mode} one process"]
+                if mode == "keyed":
+                    record(
+                        "spark-keyed",
+                        f"{two / one:.2f}×; {two / alone:.2f}× one process ({size})",
+                        two / one >= 1.7 and two > alone,
+                        full_size=rows >= 20_000_000,
+                    )
+                else:
+                    record(
+                        "spark-whole",
+                        f"{two / one:.2f}× ({size})",
+                        two / one >= 1.7,
+                        full_size=rows >= 20_000_000,
+                    )
+        for mode, goal in (("keyed", 1e6), ("whole", 1e5)):
+            rate = results[f"{mode} one process"]
+            record(mode, f"{rate:,.0f} rows/s ({rate / ceiling:.1%} of the bare loop)", rate >= goal)
         per_core = results["keyed one process"]
         print(
             f"   keyed checker: {per_core:,.0f} rows/s in one process (goal 1 M/s per core); "
@@ -134,6 +155,33 @@ def main(quick: bool = False) -> None:
         finally:
             spark.stop()
         print("   (ratios in this part are to the whole-history checker in one process)")
+    growth(huge_events)
+
+
+def _per_event_us(events: int, seed: int = 99, repeats: int = 1) -> float:
+    """CPU microseconds per event of the whole-history checker on one history of ``events`` events."""
+    history = generate_history(seed, events, make_target=InProcessTarget)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.process_time()
+        check_history(history, TRACE_CONFIG, epsilon_ms=0)
+        best = min(best, time.process_time() - t)
+    return best / len(history) * 1e6
+
+
+def growth(largest: int) -> None:
+    """The whole checker's cost per event on one history of 10^3 events and of ``largest`` events."""
+    print("   -- whole mode, cost per event as one history grows (CPU time; 10^3 best of 5) --")
+    base = _per_event_us(1000, repeats=5)
+    print(f"   {1000:>9,} events {base:8.1f} us/event")
+    ratio = 1.0
+    for n in sorted({10_000, largest}):
+        us = _per_event_us(n)
+        ratio = us / base
+        print(f"   {n:>9,} events {us:8.1f} us/event  {ratio:5.2f}x")
+    record(
+        "growth", f"{ratio:.2f}× at {largest:,} events (not 10^6)", ratio <= 1.5, full_size=largest >= 10**6
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Nothing here imports the command line or the adapters: targets are passed in.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -562,10 +563,8 @@ class WallOptions:
     seed: int = 0
     save_dir: Path | None = None
     chaos: bool = False
-    # Brokers run at once: the main one and those of other settings (1: one after the other). Brokers the
-    # suite serves in its own process are cheap; real ones are not.
-    parallel_brokers: int = 1
     plots_dir: Path | None = None  # draw the workload's plots here
+    deployments: int = 3  # brokers running scenarios at once (the main one, other settings, own brokers)
 
 
 def run_wall(
@@ -666,8 +665,7 @@ def run_wall(
         for s in batch:
             finished(ScenarioResult(s, outcome, reason))
 
-    def on_other(cfg: BrokerConfig, batch: Sequence[Scenario]) -> None:
-        """The scenarios that need other settings, on a broker opened with them."""
+    def other_group(cfg: BrokerConfig, batch: Sequence[Scenario]) -> None:
         try:
             other = wt.open(cfg)
         except CannotDeploy as e:
@@ -681,8 +679,7 @@ def run_wall(
         finally:
             other.close()
 
-    def on_own(s: Scenario, cfg: BrokerConfig) -> None:
-        """A scenario that restarts its broker (or leaves it unfit to share), on a broker of its own."""
+    def own_broker(s: Scenario, cfg: BrokerConfig) -> None:
         try:
             dep = wt.open(cfg, exclusive=True)
         except CannotDeploy as e:
@@ -724,20 +721,21 @@ def run_wall(
 
             probing = threading.Thread(target=run_probe, name="rmqspec-wire-probe", daemon=True)
             probing.start()
+        opened = main
+        # The deployments are independent brokers: the main one's scenarios, each other group of settings
+        # and each scenario that needs a broker of its own run side by side, ``options.deployments`` at once.
         jobs: list[Callable[[], None]] = []
         for cfg, batch in groups.items():
             if cfg == wt.config:
-                jobs.insert(0, lambda batch=batch: run_batch(main, batch))  # type: ignore[misc]
+                jobs.append(functools.partial(run_batch, opened, batch))
             else:
-                jobs.append(lambda cfg=cfg, batch=batch: on_other(cfg, batch))  # type: ignore[misc]
-        jobs += [lambda s=s, cfg=cfg: on_own(s, cfg) for s, cfg in exclusive]  # type: ignore[misc]
-        if options.parallel_brokers <= 1:
-            for job in jobs:
-                job()
-        else:  # brokers of other settings (and of their own) beside the main one
-            with ThreadPoolExecutor(options.parallel_brokers, thread_name_prefix="rmqspec-broker") as pool:
-                for f in [pool.submit(job) for job in jobs]:
-                    f.result()
+                jobs.append(functools.partial(other_group, cfg, batch))
+        jobs += [functools.partial(own_broker, s, cfg) for s, cfg in exclusive]
+        with ThreadPoolExecutor(
+            max_workers=max(1, options.deployments), thread_name_prefix="rmqspec-broker"
+        ) as pool:
+            for job in [pool.submit(j) for j in jobs]:
+                job.result()
         if progress:
             progress(done[0], total, f"workload ({options.workload_seconds:.0f} s)")
         if workload is not None and options.workload_seconds > 0:

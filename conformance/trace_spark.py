@@ -202,11 +202,13 @@ def spark_session(master: str, app: str = "rmqspec traces verify") -> Any:
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
     )
+    # No console progress bars: they flood `make bench` and reports.
     try:
         spark = (
             SparkSession.builder.master(master)
             .appName(app)
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.driver.memory", "2g")

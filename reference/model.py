@@ -44,6 +44,7 @@ from .observations import (
     TimerRolled,
 )
 from .put import Message
+from .records import Record
 from .semantics import REFERENCE, Semantics, V5Semantics
 from .sendback import SendBack
 from .state import BrokerState, initial_state
@@ -136,6 +137,10 @@ class Model:
     # Check rounds known to have run (a real broker's rounds drift: each waits the interval after the
     # last one ended). A periodic tick within half an interval of a known round is replaced by it.
     check_rounds: tuple[int, ...] = ()
+    # Runs drift by an unknown amount (a shared 5.x broker's runs spin on other clients' op messages):
+    # no periodic run before the first known round, and one between two known rounds only where it fits
+    # an interval before the next. rule: transaction/check-interval
+    drifting: bool = False
 
     @property
     def name(self) -> str:
@@ -231,8 +236,13 @@ class Model:
 
     def check(self, state: BrokerState, now: int) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
         """A check run at ``now``, or the suspended run going on once it is due. rule: transaction/check-interval"""
-        state, events = _tx.check(state, now, self.semantics)
+        state, events = _tx.check(state, now, self.semantics, known=now in self.check_rounds)
         return self.dispatch(state), events
+
+    def check_now(self, state: BrokerState, half: Record, now: int) -> tuple[BrokerState, CheckRequest]:
+        """``half`` checked at ``now`` outside the model's runs (see transaction.check_now)."""
+        state, request = _tx.check_now(state, half, now, self.semantics)
+        return self.dispatch(state), request
 
     def write_ops(self, state: BrokerState, now: int) -> BrokerState:
         """The 5.x op batch service at ``now``. rule: transaction/op-batch"""
@@ -276,6 +286,9 @@ class Model:
             if i < len(rounds) and rounds[i] <= tick + half:
                 tick += interval
                 continue
+            if self.drifting and i < len(rounds) and (i == 0 or tick + interval > rounds[i] + half):
+                # before the first known round, or no room before the next one: the next known round
+                return rounds[bisect.bisect_right(rounds, after)]
             break
         j = bisect.bisect_right(rounds, after)
         return min(tick, rounds[j]) if j < len(rounds) else tick

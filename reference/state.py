@@ -132,6 +132,8 @@ class BrokerState:
     # the broker's loop reaches its own copies when they are dispatched in time; the model's run stops
     # before them, and its next run discards them.
     tx_discardable: frozenset[str] = frozenset()
+    # Half-queue offsets checked outside the model's runs (transaction.check_now): a later run passes them.
+    tx_checked_aside: frozenset[int] = frozenset()
     # 5.x op batch service: entries "<offset>," not yet written, and when the last op was written (None
     # until the first END_TRANSACTION creates the queue's context).
     tx_op_pending: tuple[str, ...] = ()

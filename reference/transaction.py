@@ -315,9 +315,14 @@ class CheckRun:
     op_sets: immutables.Map[int, frozenset[int]]  # 5.x: op queue offset -> half offsets it still names
     done_ops: tuple[int, ...]  # doneOpOffset (a list: 5.x may add one op twice)
     repull: bool = False  # 4.9.8's wait: read the op queue again when going on
+    # A run whose checks a history shows (Model.check_rounds): its sleeps are behind it, so it reads the op
+    # queue to its end and checks what is due without sleeping again (5.x; the checker places it there).
+    known: bool = False
 
 
-def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
+def check(
+    state: BrokerState, now: int, sem: Semantics, known: bool = False
+) -> tuple[BrokerState, list[CheckRequest | Discarded]]:
     """The check service at ``now``: start a run, or go on with the suspended one once it is due.
 
     rule: transaction/check-resolved, transaction/check-timeout, transaction/check-times,
@@ -337,6 +342,7 @@ def check(state: BrokerState, now: int, sem: Semantics) -> tuple[BrokerState, li
             remove_map=immutables.Map(),
             op_sets=immutables.Map(),
             done_ops=(),
+            known=known,
         )
         run = _fill(state, run, sem)
     elif now < run.resume_at:
@@ -412,6 +418,9 @@ def _go(
             run = _resolved(run, i)
             new_off = i = i + 1
             continue
+        if i in state.tx_checked_aside:  # checked outside the model's runs: the broker's run passed it
+            new_off = i = i + 1
+            continue
         if i >= len(half_cq):
             # NO_NEW_MSG: nothing (yet) at this offset. The broker may find its own copies there instead.
             return _finish(
@@ -471,7 +480,7 @@ def _go(
         run = _fill(state, run, sem)
         if run.last_op_born is not None:
             continue  # more op messages: look at this record again
-        wait = sem.check_op_wait_ms()
+        wait = None if run.known else sem.check_op_wait_ms()
         if wait is not None:  # 5.x: Thread.sleep(SLEEP_WHILE_NO_OP)
             return _suspend(state, run, i, new_off, clock + wait, False, events)
         if had_ops:
@@ -594,6 +603,22 @@ def _check_prepare_queue_offset(
     )
     state, _copy = _put_back(state, half, copy_props, now, sem)
     return True, state, run
+
+
+def check_now(state: BrokerState, half: Record, now: int, sem: Semantics) -> tuple[BrokerState, CheckRequest]:
+    """``half`` checked at ``now`` by a run the model did not make: its count raised, the copy put back, the
+    request made, as a run that reaches it does. For a checker following a broker whose runs it cannot
+    place (a shared 5.x broker's runs spin on other clients' op messages and may check a record whose op
+    they have not read yet). rule: transaction/check-times
+    """
+    raw = half.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+    seen = None if raw is None else parse_int(raw)
+    times = 1 if raw is None else sem.next_check_times(-1 if seen is None else seen)
+    state, copy = _put_back(
+        state, half, with_props(half.properties, TRANSACTION_CHECK_TIMES=str(times)), now, sem
+    )
+    state = attrs.evolve(state, tx_checked_aside=state.tx_checked_aside | {half.queue_offset})
+    return state, _check_request(state, copy, half)
 
 
 def _put_back(

@@ -81,6 +81,13 @@ def conform_cmd(
     concurrency: Annotated[
         int, typer.Option(help="wall-clock targets: scenarios run at once, each in its own namespace")
     ] = 16,
+    brokers: Annotated[
+        int,
+        typer.Option(
+            help="apache: and served targets: brokers running scenarios at once (the main one, other settings, "
+            "scenarios that need a broker of their own)"
+        ),
+    ] = 3,
     scenario: Annotated[
         list[str] | None,
         typer.Option(
@@ -130,6 +137,7 @@ def conform_cmd(
                 workload_seconds=workload_seconds if scenario is None else 0,
                 max_wait_ms=max_wait,
                 concurrency=concurrency,
+                brokers=brokers,
                 chaos=chaos,
                 probe=probe,
                 plots=plots,

@@ -260,6 +260,7 @@ def conform(
     chaos: bool = False,
     probe: bool = True,
     plots: Path | None = None,
+    brokers: int = 3,
 ) -> Report:
     """Run the suite on ``target``. Logical targets: every scenario (under ``profile``'s settings when
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
@@ -288,6 +289,7 @@ def conform(
         chaos=chaos,
         probe=probe,
         plots=plots,
+        brokers=brokers,
     )
     return attrs.evolve(rep, settings={**stamp, **rep.settings})
 
@@ -319,6 +321,7 @@ def _conform(
     chaos: bool,
     probe: bool,
     plots: Path | None = None,
+    brokers: int = 3,
 ) -> Report:
     if is_wall(target):
         if chaos and not (target == "served" or target.startswith(("served:", "apache:"))):
@@ -335,8 +338,8 @@ def _conform(
             seed=seed or 0,
             save_dir=save_dir,
             chaos=chaos,
-            parallel_brokers=2 if target == "served" or target.startswith("served:") else 1,
             plots_dir=plots,
+            deployments=brokers,
         )
         try:
             return run_wall(
@@ -529,6 +532,7 @@ class FaultRunner:
     workload_seconds: float = 10.0
     report_dir: Path | None = None
     max_wait_ms: int = 60_000
+    brokers: int = 2  # brokers of one run at once (several runs go on beside it)
 
     def __call__(self, name: str) -> FaultRow:
         f = fault(name)
@@ -540,6 +544,7 @@ class FaultRunner:
                 workload_seconds=self.workload_seconds,
                 max_wait_ms=self.max_wait_ms,
                 save_dir=None if self.report_dir is None else self.report_dir / name,
+                brokers=self.brokers,
             )
         except Exception as e:  # a crash is a row of the matrix, never the matrix's end
             return crashed(f, e, seconds=time.perf_counter() - start)

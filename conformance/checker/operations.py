@@ -300,6 +300,7 @@ class OperationsMixin(PullsMixin):
                     f"{r.action.name.lower()}); 4.9.x applies both"
                 )
             self.resolved[uniq] = "commit" if r.action == TxAction.COMMIT else "rollback"
+            self.resolved_at[uniq] = inv.time
             if obs.committed is not None:
                 self.writer_of_record[obs.committed.commit_log_offset] = inv.index
                 self.expect(

@@ -60,8 +60,12 @@ class PullsMixin(TransactionsMixin):
 
     def floor(self, queue: Queue, t: int) -> int:
         """Entries the target certainly holds at ``t``: seen already, or required and past their window."""
-        n = 0
-        for x in self.by_queue.get(queue, ()):
+        if self.indexed:
+            q = self.queue_seen_index.get(queue)
+            n, waiting = (q.seen, q.waiting()) if q is not None else (0, [])
+        else:
+            n, waiting = 0, self.by_queue.get(queue, [])
+        for x in waiting:
             if x.seen_at is not None:
                 n += 1
             elif not x.optional:

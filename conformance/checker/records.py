@@ -169,6 +169,7 @@ class RecordsMixin(OrderMixin):
             return
         self.count("records")
         x.seen_at = r.store_timestamp
+        self.queue_index(x.queue).seen += 1
         self.bind(r.commit_log_offset, x.model.commit_log_offset)
         seen_at = e.time
         if r.store_timestamp < x.earliest or seen_at < x.earliest:

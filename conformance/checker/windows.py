@@ -16,6 +16,7 @@ from rmqspec.reference.records import Record
 from ..timer_windows import timer_window
 from .base import CheckerBase, Queue
 from .expectation import Expectation
+from .index import QueueSeen
 
 
 def delivery_rule(topic: str) -> str:
@@ -61,6 +62,7 @@ class WindowsMixin(CheckerBase):
                     ev.copy.store_timestamp,
                     writer=self.writer_of_uniq.get(uniq),
                 )
+                x.closes += self.run_slack_ms
                 if not self.check_phase_known:
                     # No check shows when the broker's runs are: its run may come up to an interval
                     # before or after the model's (the spec leaves the phase to the broker).
@@ -185,7 +187,26 @@ class WindowsMixin(CheckerBase):
         )
         self.expectations.setdefault((x.uniq, x.topic), []).append(x)
         self.by_queue.setdefault(x.queue, []).append(x)
+        self.queue_index(x.queue).unseen.append(x)
         return x
+
+    def queue_index(self, queue: Queue) -> QueueSeen:
+        q = self.queue_seen_index.get(queue)
+        if q is None:
+            q = self.queue_seen_index[queue] = QueueSeen()
+        return q
+
+    def forget(self, x: Expectation) -> None:
+        """``x`` is no longer expected (a phantom's): out of the indexes too."""
+        q = self.queue_index(x.queue)
+        if x.seen_at is None:
+            q.drop(x)
+            return
+        q.seen -= 1
+        if x.level is not None:
+            level = self.seen_by_level.get((x.level, x.epoch))
+            if level is not None and any(o is x for o in level.items):
+                level.remove(x)
 
     def created_by(self, source: int) -> list[Expectation]:
         return [x for xs in self.expectations.values() for x in xs if x.source == source]
@@ -241,6 +262,7 @@ class WindowsMixin(CheckerBase):
             for x in gone:
                 xs.remove(x)
                 self.by_queue[x.queue].remove(x)
+                self.forget(x)
         cq = self.state.store.cq(rec.topic, rec.queue_id)
         if rec.queue_offset < len(cq) and cq[rec.queue_offset][0] == rec.commit_log_offset:
             bisect.insort(self.phantom_entries.setdefault((rec.topic, rec.queue_id), []), rec.queue_offset)
@@ -264,7 +286,11 @@ class WindowsMixin(CheckerBase):
 
     def missing_in(self, topic: str, queue: int, t: int, index: int) -> None:
         """The queue was read to its end by a pull that began at ``t``: what was due by then is missing."""
-        for x in list(self.by_queue.get((topic, queue), ())):
+        if self.indexed:
+            candidates = list(self.queue_index((topic, queue)).waiting())
+        else:
+            candidates = list(self.by_queue.get((topic, queue), ()))
+        for x in candidates:
             if x.seen_at is not None or x.optional:
                 continue
             latest = self.latest(x)
