@@ -117,6 +117,19 @@ class TargetError(RuntimeError):
     """The target could not execute an operation at all (connection lost, timeout): outcome unknown."""
 
 
+class ProtocolFailure(TargetError):
+    """The target answered, but not as the protocol says: a required field missing, a value of the wrong
+    type, a frame that cannot be read. Not an unknown outcome but a failure of ``rule`` (a ``wire/...``
+    rule, or the rule that defines the answer), with the offending ``frame`` as received. A subclass of
+    TargetError so that code which knows only TargetError still treats the operation as not judged,
+    never as a pass."""
+
+    def __init__(self, message: str, rule: str, frame: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.frame = frame
+
+
 @runtime_checkable
 class Target(Protocol):
     """What the suite drives. Times are epoch milliseconds on the target's clock."""

@@ -17,7 +17,7 @@ from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Op
 
 from .codec import CHECK, RESTART, check_to_json, op_arguments, response_to_json
-from .contract import CheckEvent, Response, Target, TargetError, TargetInfo
+from .contract import CheckEvent, ProtocolFailure, Response, Target, TargetError, TargetInfo
 
 # 2: every field of an operation is recorded (a send's flag, born timestamp, version, ...), bodies that
 # are not UTF-8 as base64, records with their size and hosts. Format 1 is read too: what it did not
@@ -85,6 +85,9 @@ class RecordingTarget:
         self._add(process, "invoke", f, args, self.target.now())
         try:
             resp = self.target.execute(op)
+        except ProtocolFailure as e:  # an answer that breaks the protocol: the checker names its rule
+            self._add(process, "info", f, protocol_failure_to_json(e), self.target.now())
+            raise
         except TargetError as e:
             self._add(process, "info", f, {"error": str(e)}, self.target.now())
             raise
@@ -100,6 +103,12 @@ class RecordingTarget:
 
     def close(self) -> None:
         self.target.close()
+
+
+def protocol_failure_to_json(e: ProtocolFailure) -> dict[str, Any]:
+    """An ``info`` completion of an operation whose answer broke the protocol: the error, the rule it
+    breaks and the frame as received (the checker reports it as ``malformed-answer``)."""
+    return {"error": str(e), "rule": e.rule, "frame": e.frame}
 
 
 def save(events: Iterable[Event], path: Path, meta: dict[str, Any] | None = None) -> None:

@@ -334,6 +334,16 @@ class CommitPropsCleaned(Semantics):
         return with_props(stored, REAL_TOPIC=None, REAL_QID=None, TRAN_MSG=None)
 
 
+@mutant(
+    "commit-invisible",
+    "transaction/committed-message",
+    "a commit answers SUCCESS and writes the op message, but not the message: it never becomes visible",
+)
+class CommitInvisible(Semantics):
+    def commit_writes_message(self) -> bool:
+        return False
+
+
 # symptom transaction/check-resolved: the op's only effect a client sees is that the half it names is
 # not checked again (spec: "Its effect is visible through the check").
 @mutant(

@@ -57,7 +57,7 @@ from rmqspec.reference.records import Record, props
 from rmqspec.reference.sendback import SendBack
 from rmqspec.reference.transaction import EndTransaction
 
-from .contract import CheckEvent, Clock, Feature, Response, Target, TargetError
+from .contract import CheckEvent, Clock, Feature, ProtocolFailure, Response, Target, TargetError
 from .history import Event, RecordingTarget
 from .scenario_expr import Env, ExprError, Needs, need, resolve
 from .scenarios import OPS, Scenario, ScenarioError, broker_config
@@ -85,6 +85,18 @@ class StepFailure:
     message: str
     rule: str | None = None  # the rule the failure shows when it is not the scenario's own (wire/...)
     frame: str | None = None  # the offending answer, as received
+    event: int | None = None  # the index of the history event where it showed (None: before any)
+    # The general rule this failure is an instance of, whatever the scenario is about (a check that never
+    # came: transaction/check-timeout; a send answer naming another offset: put/send-result). A run whose
+    # scenarios of several rules first fail this way names that rule as their root cause (suite.Report).
+    symptom: str | None = None
+
+
+def step_symptom(op: str, problem: str) -> str | None:
+    """The general rule a step's failed expectation is an instance of (``StepFailure.symptom``)."""
+    if op in ("send", "send_half", "send_batch") and problem.startswith(("queue_offset:", "queue_id:")):
+        return "put/send-result"
+    return None
 
 
 @attrs.frozen
@@ -182,6 +194,7 @@ class _Runner:
         self.plan = plan
         self.t0 = target.now()
         self.sent: dict[str, _Sent] = {}
+        self.committed: set[str] = set()  # the messages an end_tx step committed (answered SUCCESS)
         self.sent_at: dict[str, int] = {}
         self.checks_at: dict[str, list[int]] = {}
         self.pulled: dict[str, list[Record]] = {}
@@ -210,8 +223,17 @@ class _Runner:
             self.t0,
         )
 
-    def fail(self, i: int, op: str, msg: str, rule: str | None = None, frame: str | None = None) -> None:
-        self.failures.append(StepFailure(i + 1, op, msg, rule, frame))
+    def fail(
+        self,
+        i: int,
+        op: str,
+        msg: str,
+        rule: str | None = None,
+        frame: str | None = None,
+        symptom: str | None = None,
+    ) -> None:
+        event = len(self.rec.events) - 1 if self.rec.events else None
+        self.failures.append(StepFailure(i + 1, op, msg, rule, frame, event, symptom))
 
     def ref(self, name: str, i: int) -> _Sent:
         if name not in self.sent:
@@ -421,18 +443,20 @@ class _Runner:
                 result = self.step(i, raw)
                 if result is not None:
                     return result
-        except _WireFault as e:
+        except (_WireFault, ProtocolFailure) as e:
+            # An answer a client cannot use: a failure of the wire rule it breaks, with the frame.
             self.fail(i, next(k for k in raw if k in OPS), str(e), e.rule, e.frame)
-            return self.result("fail", str(e))
+            return self.judge_history(self.result("fail", str(e)))
         except Needs as e:
             return self.result("skip", f"{e.what}: {e.fix}")
         except (ScenarioError, ExprError) as e:
             # The step needs something the target did not produce (a check, a pulled copy): the
             # scenario fails here. On the reference this surfaces authoring mistakes too.
             self.fail(i, next((k for k in raw if k in OPS), "?"), str(e))
-            return self.result("fail", str(e))
+            return self.judge_history(self.result("fail", str(e)))
         except TargetError as e:
-            return self.result("unknown", f"step {i + 1}: {e}")
+            # No answer (a timeout, a lost connection): unknown, unless what came before already fails.
+            return self.judge_history(self.result("unknown", f"step {i + 1}: {e}"))
         return self.judge_history(self.result("fail" if self.failures else "pass"))
 
     def result(self, outcome: str, reason: str = "") -> ScenarioResult:
@@ -451,6 +475,10 @@ class _Runner:
             return attrs.evolve(result, reason=result.reason or note)
         from .checker import check_history
 
+        if result.outcome != "pass":  # a run cut short: the check requests that came meanwhile count too
+            self.take_checks(self.rec.advance_to(self.rec.now()))
+        result = attrs.evolve(result, history=tuple(self.rec.events))
+
         verdict = check_history(self.rec.events, self.initial_config, epsilon_ms=self.eps, shared=self.shared)
         if verdict.valid == "fail":
             # Root causes only: what follows from a cause is counted under it, not reported as a cause.
@@ -463,12 +491,19 @@ class _Runner:
                 )
                 more = f" ({len(root.causes) - 1} more like it)" if len(root.causes) > 1 else ""
                 follow = f"; {len(root.consequences)} consequences" if root.consequences else ""
+                frame = event.value.get("frame") if event is not None else None
                 self.failures.append(
                     StepFailure(
-                        0, "history", f"{root.name} at {where}: {root.message}{more}{follow}", root.rule
+                        0,
+                        "history",
+                        f"{root.name} at {where}: {root.message}{more}{follow}",
+                        root.rule,
+                        frame if isinstance(frame, str) else None,
+                        root.event if root.event >= 0 else None,
                     )
                 )
-            return attrs.evolve(result, outcome="fail", failures=tuple(self.failures))
+            reason = result.reason if result.outcome != "unknown" else f"{result.reason}, after a failure"
+            return attrs.evolve(result, outcome="fail", failures=tuple(self.failures), reason=reason)
         return result
 
     def step(self, i: int, raw: Mapping[str, Any]) -> ScenarioResult | None:
@@ -520,8 +555,10 @@ class _Runner:
             self.pull_names[i] = frozenset(self.uniq_to_name(r.uniq_key) for r in resp.records)
         if expect is not None:
             self.checked += 1
+        if op == "end_tx" and resp.code == 0 and str(args.get("action", "")).lower() == "commit":
+            self.committed.add(str(args.get("ref")))
         for p in problems:
-            self.fail(i, op, p)
+            self.fail(i, op, p, symptom=step_symptom(op, p) or self.missing_committed(op, p, expect))
         if op in ("send", "send_half", "send_batch") and "as" in step:
             if isinstance(built, Send):
                 uniq = built.message.properties[Prop.UNIQ_KEY]
@@ -840,14 +877,47 @@ class _Runner:
             paired.append(match)
         return [c if c is not None else left.pop(0) for c in paired]
 
+    def alive(self) -> bool:
+        """Whether the target still answers: a request outside the history (GET_MAX_OFFSET of a topic no
+        scenario uses), whose answer, whatever it is, says the broker is working."""
+        try:
+            self.rec.target.execute(GetMaxOffset("rmqspec_liveness", 0))
+        except ProtocolFailure:
+            return True
+        except TargetError:
+            return False
+        return True
+
+    def missing_committed(self, op: str, problem: str, expect: Any) -> str | None:
+        """transaction/committed-message when a pull that should show a message this scenario committed
+        shows another status or other records: the symptom of a commit that stored nothing, whatever the
+        scenario is about (``StepFailure.symptom``)."""
+        if op != "pull" or not problem.startswith(("code:", "messages:")) or not isinstance(expect, Mapping):
+            return None
+        wanted = expect.get("messages")
+        refs = (
+            {str(m.get("ref")) for m in wanted if isinstance(m, Mapping)}
+            if isinstance(wanted, list)
+            else set()
+        )
+        return "transaction/committed-message" if refs & self.committed else None
+
     def check_checks(self, i: int, got: list[CheckEvent], expect: Any) -> None:
         if expect is None:
             return
         self.checked += 1
         want = self.expected_checks(expect, i)
+        if self.wall and len(got) < len(want) and not self.alive():
+            # A check that did not come is evidence only while the broker answers.
+            raise TargetError(
+                f"expected {len(want)} check request(s), got {len(got)}, and the target answers nothing"
+            )
         if len(got) != len(want):
             names = [self.uniq_to_name(c.message.uniq_key) for c in got]
-            self.fail(i, "checks", f"expected {len(want)} check request(s), got {len(got)} {names}")
+            few = "transaction/check-timeout" if len(got) < len(want) else None  # a check that never came
+            self.fail(
+                i, "checks", f"expected {len(want)} check request(s), got {len(got)} {names}", symptom=few
+            )
             return
         if self.wall:
             got = self.in_expected_order(got, want, i)

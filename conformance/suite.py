@@ -23,6 +23,7 @@ import functools
 import json
 import threading
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,10 +35,12 @@ import attrs
 
 from rmqspec.reference.config import BrokerConfig, conf_keys
 
+from .checker import CHECK_ANOMALIES
 from .contract import Feature, Target, TargetError
 from .history import Event, save
-from .scenario_run import ScenarioResult, run_scenario
+from .scenario_run import ScenarioResult, StepFailure, run_scenario
 from .scenarios import Scenario
+from .wireprobe import Diagnosis, ProbeResult
 
 TargetFactory = Callable[[BrokerConfig], Target]
 
@@ -113,10 +116,146 @@ class WorkloadSummary:
     lost: int = 0
     duplicates_allowed: int = 0
     seconds: float = 0.0
+    # Operations whose outcome is unknown (no answer, a lost connection), by kind.
+    unknown_operations: dict[str, int] = attrs.field(factory=dict)
     plots: tuple[str, ...] = ()  # PNG files drawn from its history (conformance/plots.py)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
+
+
+# The operations (a scenario step's, a history event's) that each request code of the wire serves: what a
+# protocol failure of that request makes fail.
+REQUEST_OPERATIONS: dict[int, frozenset[str]] = {
+    10: frozenset({"send", "send_half"}),
+    310: frozenset({"send", "send_half"}),
+    320: frozenset({"send_batch"}),
+    11: frozenset({"pull"}),
+    12: frozenset({"query"}),
+    30: frozenset({"max_offset"}),
+    33: frozenset({"view"}),
+    34: frozenset({"heartbeat", "offline"}),
+    36: frozenset({"send_back"}),
+    37: frozenset({"end_tx"}),
+    39: frozenset({"checks", "check"}),
+}
+
+
+def diagnosis_covers(d: Diagnosis, operation: str, rule: str) -> bool:
+    """Whether a failure of ``operation`` (naming ``rule``) follows from the protocol failure ``d``: it
+    concerns every request, or the request that operation makes, or it names the same rule."""
+    if rule == d.rule or d.every_request:
+        return True
+    return any(operation in REQUEST_OPERATIONS.get(code, ()) for code in d.codes)
+
+
+@attrs.frozen
+class Showing:
+    """Where a run-level root cause showed: the first failure of one scenario (or of the workload, or a
+    finding of the wire probe)."""
+
+    source: str  # a scenario id, "workload" or "wire probe"
+    rule: str
+    operation: str  # the step's operation, the history event's kind, or "probe"
+    where: str  # "step 3 (pull)", "event 12", "probe"
+    message: str
+    frame: str | None = None
+    time: int | None = None  # epoch ms (None: unknown, ordered last)
+    consequences: int = 0  # the later failures of the same source
+    symptom: str | None = None  # the general rule the failure is an instance of (StepFailure.symptom)
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class RunRootCause:
+    """One root cause of a run: a rule, where it showed first, every source whose first failure it is,
+    and how much follows from it (the later failures of those sources, and sources whose first failure
+    follows from a protocol failure the wire probe named)."""
+
+    rule: str
+    first: Showing
+    showings: tuple[Showing, ...]  # the sources whose first failure is this rule, in order
+    followers: tuple[str, ...] = ()  # sources whose failure (or unknown outcome) follows from it
+    protocol: bool = False  # named by the wire probe: a failure of the protocol itself
+
+    @property
+    def consequences(self) -> int:
+        return sum(x.consequences for x in self.showings) + len(self.followers)
+
+    def line(self) -> str:
+        f = self.first
+        many = f" ({len(self.showings)} sources first fail here)" if len(self.showings) > 1 else ""
+        follow = f"; {self.consequences} consequences" if self.consequences else ""
+        where = "wire probe" if self.protocol else f"{f.source}, {f.where}"
+        return f"{self.rule}: {f.message} [{where}]{many}{follow}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "protocol": self.protocol,
+            "first": self.first.to_json(),
+            "occurrences": len(self.showings),
+            "consequence_count": self.consequences,
+            "sources": [x.source for x in self.showings],
+            "followers": list(self.followers),
+        }
+
+
+def _root_key(f: StepFailure) -> tuple[int, int]:
+    """Order of a scenario's failures by where they showed: the history event; a step's failure before
+    any event first, a history anomaly of the history as a whole last; on one event, the history
+    checker's anomaly (it names the rule the answer breaks) before the step's expectation."""
+    if f.event is None:
+        return (-1 if f.step else 1 << 62, 0)
+    return (f.event, 0 if f.step == 0 else 1)
+
+
+def scenario_showing(r: ScenarioResult) -> Showing | None:
+    """The first failure of a failed scenario, as a run-level showing; None for other outcomes."""
+    if r.outcome != "fail" or not r.failures:
+        return None
+    root = min(r.failures, key=_root_key)
+    event = r.history[root.event] if root.event is not None and 0 <= root.event < len(r.history) else None
+    operation = event.f if root.step == 0 and event is not None else root.operation
+    if root.step == 0 and root.message.split(" ", 1)[0] in CHECK_ANOMALIES:
+        operation = "check"  # about a check request, whatever event it was reported at
+    where = f"step {root.step} ({root.operation})" if root.step else f"history event {root.event}"
+    return Showing(
+        r.scenario.id,
+        root.rule or (r.scenario.rules[0] if r.scenario.rules else r.scenario.id),
+        operation,
+        where,
+        root.message,
+        root.frame,
+        event.time if event is not None else (r.history[0].time if r.history else None),
+        len(r.failures) - 1,
+        root.symptom,
+    )
+
+
+def shared_symptoms(showings: Sequence[Showing]) -> list[Showing]:
+    """The showings with each symptom that the first failures of several rules share named by the
+    symptom's rule: a broker that sends no check requests fails the first checks step of scenarios about
+    immunity, intervals, counts and resolution alike, and that is one root cause (transaction/
+    check-timeout), not one per rule. A symptom that only one rule's scenarios show keeps that rule: the
+    more precise diagnosis."""
+    rules: dict[str, set[str]] = {}
+    for x in showings:
+        if x.symptom is not None:
+            rules.setdefault(x.symptom, set()).add(x.rule)
+    named = {x.rule for x in showings}
+    shared = {s for s, rs in rules.items() if len(rs | ({s} & named)) > 1}
+    return [attrs.evolve(x, rule=x.symptom) if x.symptom in shared else x for x in showings]
+
+
+def unknown_operation(r: ScenarioResult) -> str | None:
+    """The operation whose outcome a scenario that ended unknown could not learn."""
+    for e in reversed(r.history):
+        if e.type == "info":
+            return e.f
+    return None
 
 
 @attrs.frozen
@@ -129,6 +268,72 @@ class Report:
     mode: str = "state machine"  # or "workload" (wall-clock targets: Jepsen-style, checked at the end)
     workload: WorkloadSummary | None = None
     settings: dict[str, Any] = attrs.field(factory=dict)
+    probe: ProbeResult | None = None  # the wire probe (remoting targets), run at the start
+
+    @property
+    def protocol(self) -> tuple[Diagnosis, ...]:
+        """Failures of the protocol itself, each named once (the wire probe's findings by rule)."""
+        return () if self.probe is None else self.probe.diagnoses()
+
+    @property
+    def root_causes(self) -> tuple[RunRootCause, ...]:
+        """The run's root causes: each protocol failure the probe named, then the first failure of each
+        failed scenario and of the workload, grouped by rule in the order they first showed. A first
+        failure (or an unknown outcome) that follows from a protocol failure counts as its consequence."""
+        protocol = self.protocol
+        started = self.probe.started_ms if self.probe is not None else 0
+        followers: dict[int, list[str]] = {i: [] for i in range(len(protocol))}
+        showings: list[Showing] = []
+
+        def follows(source: str, operation: str, rule: str) -> bool:
+            for i, d in enumerate(protocol):
+                if diagnosis_covers(d, operation, rule):
+                    followers[i].append(source)
+                    return True
+            return False
+
+        for r in self.scenarios:
+            shown = scenario_showing(r)
+            if shown is not None:
+                if not follows(shown.source, shown.operation, shown.rule):
+                    showings.append(shown)
+            elif r.outcome == "unknown" and (op := unknown_operation(r)) is not None:
+                follows(r.scenario.id, op, "")
+        w = self.workload
+        if w is not None and w.verdict == "fail" and w.anomalies:
+            a = w.anomalies[0]
+            rest = sum(int(x.get("occurrences", 1)) + int(x.get("consequence_count", 0)) for x in w.anomalies)
+            shown = Showing(
+                "workload",
+                str(a["rule"]),
+                "check" if a["name"] in CHECK_ANOMALIES else str(a.get("f") or "history"),
+                f"event {a['event']}",
+                f"{a['name']}: {a['message']}",
+                a.get("frame"),
+                a.get("time"),
+                rest - 1,
+            )
+            if not follows("workload", shown.operation, shown.rule):
+                showings.append(shown)
+        elif w is not None and w.verdict == "unknown":
+            for op in w.unknown_operations:
+                if follows("workload", op, ""):
+                    break
+        out = [
+            RunRootCause(
+                d.rule,
+                Showing("wire probe", d.rule, "probe", "probe", d.line, d.frame, started),
+                (Showing("wire probe", d.rule, "probe", "probe", d.line, d.frame, started, d.findings - 1),),
+                tuple(dict.fromkeys(followers[i])),
+                protocol=True,
+            )
+            for i, d in enumerate(protocol)
+        ]
+        groups: dict[str, list[Showing]] = {}
+        for x in sorted(shared_symptoms(showings), key=lambda x: (x.time is None, x.time or 0)):
+            groups.setdefault(x.rule, []).append(x)
+        out += [RunRootCause(rule, xs[0], tuple(xs)) for rule, xs in groups.items()]
+        return tuple(out)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -144,19 +349,62 @@ class Report:
     @property
     def exit_code(self) -> int:
         c = self.counts
-        if c["fail"] or (self.machine is not None and not self.machine.startswith("unknown")):
+        if (
+            c["fail"]
+            or (self.machine is not None and not self.machine.startswith("unknown"))
+            or self.protocol
+        ):
             return EXIT_FAIL
-        if c["unknown"] or (self.machine is not None) or (c["pass"] == 0 and self.machine_examples == 0):
+        stopped = self.probe is not None and self.probe.stopped is not None
+        if (
+            c["unknown"]
+            or (self.machine is not None)
+            or (c["pass"] == 0 and self.machine_examples == 0)
+            or stopped
+        ):
             return EXIT_UNKNOWN
         return EXIT_PASS
 
+    @property
+    def unjudged(self) -> list[str]:
+        """What could not be judged, one line each (the reason an exit is 3)."""
+        out = []
+        if self.probe is not None and self.probe.stopped is not None:
+            out.append(f"wire probe: {self.probe.stopped}")
+        unknown = [r for r in self.scenarios if r.outcome == "unknown"]
+        if unknown:
+            out.append(
+                f"{len(unknown)} scenario(s) ended with an unknown outcome, first {unknown[0].scenario.id}: "
+                f"{unknown[0].reason}"
+            )
+        if self.machine is not None and self.machine.startswith("unknown"):
+            out.append(self.machine.splitlines()[0])
+        return out
+
     def summary(self) -> str:
-        """One paragraph for a broker's author: what was judged, what failed first and by which rule."""
+        """One paragraph for a broker's author: the root causes first (a protocol failure named once, then
+        by rule in the order they showed), then what was judged."""
         c = self.counts
-        parts = [
+        parts: list[str] = []
+        roots = self.root_causes
+        if roots:
+            first = roots[0]
+            kind = "protocol failure" if first.protocol else "root cause"
+            parts.append(
+                f"{len(roots)} root cause{'s' if len(roots) != 1 else ''}. Fix {first.rule} first "
+                f"({kind}): {first.first.message}"
+                + (f" ({first.consequences} failures follow from it)." if first.consequences else ".")
+            )
+            if len(roots) > 1:
+                rest = "; ".join(f"{r.rule} ({len(r.showings) + len(r.followers)}×)" for r in roots[1:6])
+                more = f" and {len(roots) - 6} more" if len(roots) > 6 else ""
+                parts.append(f"Other root causes: {rest}{more}.")
+        parts.append(
             f"{self.target}: {len(self.scenarios)} scenarios, {c['pass']} passed, {c['fail']} failed, "
             f"{c['skip']} skipped, {c['unknown']} unknown, in {self.seconds:.0f} s."
-        ]
+        )
+        for line in self.unjudged:
+            parts.append(f"Not judged: {line}.")
         failed = [r for r in self.scenarios if r.outcome == "fail"]
         if failed:
             rules: dict[str, int] = {}
@@ -166,11 +414,13 @@ class Report:
             top = ", ".join(
                 f"{rule} ({n})" for rule, n in sorted(rules.items(), key=lambda x: (-x[1], x[0]))[:5]
             )
-            first = failed[0]
-            f0 = first.failures[0] if first.failures else None
+            first_failed = failed[0]
+            f0 = first_failed.failures[0] if first_failed.failures else None
             parts.append(f"Rules broken, by scenarios: {top}.")
             if f0 is not None:
-                parts.append(f"First: {first.scenario.id}, step {f0.step} ({f0.operation}): {f0.message}")
+                parts.append(
+                    f"First: {first_failed.scenario.id}, step {f0.step} ({f0.operation}): {f0.message}"
+                )
         if c["skip"]:
             reasons: dict[str, int] = {}
             for r in self.scenarios:
@@ -205,12 +455,20 @@ class Report:
         return {k: dict(v) for k, v in sorted(table.items())}
 
     def to_json(self) -> dict[str, Any]:
+        roots = self.root_causes
         return {
             "target": self.target,
             "passed": self.passed,
             "exit_code": self.exit_code,
+            # Root causes first: a protocol failure named once in one line, then each rule by where it
+            # first showed, with the count of what follows from it.
+            "protocol_failure": next((r.line() for r in roots if r.protocol), None),
+            "root_causes": [r.to_json() for r in roots],
+            "unjudged": self.unjudged,
             "counts": self.counts,
             "summary": self.summary(),
+            "protocol": [d.to_json() for d in self.protocol],
+            "probe": None if self.probe is None else self.probe.to_json(),
             "seconds": round(self.seconds, 3),
             "settings": self.settings,
             "machine": {"mode": self.mode, "examples": self.machine_examples, "failure": self.machine},
@@ -226,6 +484,7 @@ class Report:
                     "checked": r.checked,
                     "seconds": round(r.seconds, 3),
                     "failures": [attrs.asdict(f) for f in r.failures],
+                    "first_failure": None if (x := scenario_showing(r)) is None else x.to_json(),
                 }
                 for r in self.scenarios
             ],
@@ -316,8 +575,10 @@ def run_wall(
     *,
     progress: Progress | None = None,
     workload: Callable[[Deployment, int], WorkloadSummary] | None = None,
+    probe: Callable[[Deployment], ProbeResult] | None = None,
 ) -> Report:
-    """The suite on a wall-clock target; ``reference`` makes logical-clock model targets (dry runs)."""
+    """The suite on a wall-clock target; ``reference`` makes logical-clock model targets (dry runs).
+    ``probe``: the wire probe of the main broker, run beside the scenarios from the start."""
     start = time.perf_counter()
     eps = wt.epsilon_ms if options.epsilon_ms is None else options.epsilon_ms
     total = len(scenarios) + 1
@@ -439,11 +700,27 @@ def run_wall(
         finally:
             dep.close()
 
+    probed: list[ProbeResult] = []
+    probing: threading.Thread | None = None
     try:
         try:
             main = wt.open(wt.config)
         except CannotDeploy as e:
             raise TargetError(f"{wt.name}: {e}") from None
+        if probe is not None:
+            on = main
+
+            def run_probe() -> None:
+                started = int(time.time() * 1000)
+                try:
+                    probed.append(probe(on))
+                except Exception as e:  # the probe's own bug: said, never a crash
+                    probed.append(
+                        ProbeResult((), 0, 0, started, stopped=f"rmqspec error {type(e).__name__}: {e}")
+                    )
+
+            probing = threading.Thread(target=run_probe, name="rmqspec-wire-probe", daemon=True)
+            probing.start()
         opened = main
         # The deployments are independent brokers: the main one's scenarios, each other group of settings
         # and each scenario that needs a broker of its own run side by side, ``options.deployments`` at once.
@@ -462,7 +739,22 @@ def run_wall(
         if progress:
             progress(done[0], total, f"workload ({options.workload_seconds:.0f} s)")
         if workload is not None and options.workload_seconds > 0:
-            summary = workload(main, eps)
+            try:
+                summary = workload(main, eps)
+            except TargetError as e:  # the broker stopped answering: nothing of the workload is judged
+                summary = WorkloadSummary(0, "unknown", reason=f"the workload could not run: {e}")
+            except Exception as e:  # the suite's own bug: said, with where, never a crash
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                summary = WorkloadSummary(
+                    0,
+                    "unknown",
+                    reason=f"rmqspec error {type(e).__name__}: {e} (at {where.filename}:{where.lineno}); "
+                    "please report it",
+                )
+        if probing is not None:
+            if progress:
+                progress(done[0], total, "wire probe")
+            probing.join()
     finally:
         if main is not None:
             main.close()
@@ -490,6 +782,7 @@ def run_wall(
         time.perf_counter() - start,
         mode="workload",
         workload=summary,
+        probe=probed[0] if probed else None,
         settings={
             "epsilon_ms": eps,
             "max_wait_ms": options.max_wait_ms,

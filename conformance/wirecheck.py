@@ -37,6 +37,8 @@ _KNOWN = frozenset({10, 11, 12, 30, 33, 34, 35, 36, 37, 310, 320})
 class WireFinding:
     rule: str
     message: str
+    code: int | None = None  # the request code of the exchange it was found on (39: the broker's check)
+    frame: str | None = None  # the offending frame as received (``show``)
 
 
 @attrs.frozen
@@ -79,6 +81,17 @@ def parse_frame(raw: bytes) -> Frame | WireFinding:
     if ext is not None and not (isinstance(ext, dict) and all(isinstance(v, str) for v in ext.values())):
         return WireFinding("wire/frame", "extFields is not an object of strings")
     return Frame(header, raw[8 + header_len :])
+
+
+def show(raw: bytes | None) -> str | None:
+    """A frame as a report shows it: its JSON header and its body's length, or the first bytes in hex."""
+    if raw is None:
+        return None
+    f = parse_frame(raw)
+    if isinstance(f, WireFinding):
+        return f"{len(raw)} bytes: {raw[:64].hex()}{'…' if len(raw) > 64 else ''}"
+    header = json.dumps(f.header, ensure_ascii=False, separators=(",", ":"))
+    return f"{header} + body of {len(f.body)} bytes" if f.body else f"{header} (no body)"
 
 
 def check_records(body: bytes, where: str) -> list[WireFinding]:
@@ -138,8 +151,8 @@ def check_records(body: bytes, where: str) -> list[WireFinding]:
 
 def _offset_ids(value: str | None, where: str) -> list[WireFinding]:
     """rule: wire/offset-msg-id"""
-    if value is None:
-        return [WireFinding("wire/send-headers", f"{where}: no msgId")]
+    if not value:
+        return [WireFinding("wire/send-headers", f"{where}: {'no' if value is None else 'an empty'} msgId")]
     return [
         WireFinding("wire/offset-msg-id", f"{where}: msgId {m!r} is not 32 or 56 upper-case hex digits")
         for m in value.split(",")
@@ -153,15 +166,26 @@ def _end_tx_type(ext: dict[str, str]) -> int | None:
 
 
 def check_exchange(request: bytes, response: bytes | None) -> list[WireFinding]:
-    """The findings on one request and its answer (None: none arrived). rule: wire/request-response"""
+    """The findings on one request and its answer (None: none arrived), each with the request code and
+    the answer as received. rule: wire/request-response"""
     req = parse_frame(request)
     if isinstance(req, WireFinding):
         return [WireFinding(req.rule, f"request: {req.message}")]
     code = int(req.header["code"])
+    shown = show(response)
+    return [attrs.evolve(f, code=code, frame=shown) for f in _check_exchange(req, code, response)]
+
+
+def _check_exchange(req: Frame, code: int, response: bytes | None) -> list[WireFinding]:
     oneway = bool(req.flag & 2)
     if response is None:
         if oneway or (code == 37 and _end_tx_type(req.ext) == 0):
             return []  # rule: wire/end-transaction (no answer to UNKNOW)
+        if code == 37:
+            kind = _end_tx_type(req.ext)
+            return [
+                WireFinding("wire/end-transaction", f"END_TRANSACTION type {kind} sent two-way: no answer")
+            ]
         return [WireFinding("wire/request-response", f"request code {code}: no answer")]
     resp = parse_frame(response)
     if isinstance(resp, WireFinding):
@@ -225,6 +249,11 @@ def check_exchange(request: bytes, response: bytes | None) -> list[WireFinding]:
 
 def check_broker_request(raw: bytes) -> list[WireFinding]:
     """A request the broker started: CHECK_TRANSACTION_STATE. rule: wire/check-request"""
+    shown = show(raw)
+    return [attrs.evolve(f, code=39, frame=shown) for f in _check_broker_request(raw)]
+
+
+def _check_broker_request(raw: bytes) -> list[WireFinding]:
     f = parse_frame(raw)
     if isinstance(f, WireFinding):
         return [f]

@@ -30,7 +30,7 @@ import attrs
 
 from rmqspec.reference.config import BrokerConfig
 
-from .wirecheck import WireFinding, check_broker_request, check_exchange, parse_frame
+from .wirecheck import SEND_CODES, WireFinding, check_broker_request, check_exchange, parse_frame
 
 # A broker configured so that the probe sees a check within a second: the kill matrix serves the
 # reference (and the wire mutants) with it.
@@ -76,10 +76,93 @@ class ProbeResult:
     findings: tuple[WireFinding, ...]
     exchanges: int  # requests made (and judged)
     broker_requests: int  # requests the broker started (checks), judged too
+    started_ms: int = 0  # when it began (epoch ms)
+    seconds: float = 0.0
+    # Why the probe stopped before its end (None: it ran to the end): the broker stopped answering, so a
+    # request it did not answer says nothing about the rule of that request.
+    stopped: str | None = None
 
     @property
     def rules(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(f.rule for f in self.findings))
+
+    def diagnoses(self) -> tuple[Diagnosis, ...]:
+        """The findings named once per rule, in the order they showed."""
+        return diagnose(self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exchanges": self.exchanges,
+            "broker_requests": self.broker_requests,
+            "stopped": self.stopped,
+            "seconds": round(self.seconds, 3),
+            "diagnoses": [d.to_json() for d in self.diagnoses()],
+            "findings": [attrs.asdict(f) for f in self.findings],
+        }
+
+
+# The requests the probe makes, by code: what a report calls them.
+REQUEST_NAMES: dict[int, str] = {
+    10: "SEND_MESSAGE",
+    310: "SEND_MESSAGE_V2",
+    320: "SEND_BATCH_MESSAGE",
+    11: "PULL_MESSAGE",
+    12: "QUERY_MESSAGE",
+    30: "GET_MAX_OFFSET",
+    33: "VIEW_MESSAGE_BY_ID",
+    34: "HEART_BEAT",
+    36: "CONSUMER_SEND_MSG_BACK",
+    37: "END_TRANSACTION",
+    39: "CHECK_TRANSACTION_STATE",
+}
+
+
+@attrs.frozen
+class Diagnosis:
+    """A protocol failure named once: its rule, one line that says it, and the requests it concerns
+    (``codes`` empty: every request, as a frame or a header the broker cannot read)."""
+
+    rule: str
+    line: str
+    codes: tuple[int, ...]
+    findings: int
+    frame: str | None = None
+
+    @property
+    def every_request(self) -> bool:
+        return not self.codes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "line": self.line,
+            "requests": "every request" if self.every_request else [_request(c) for c in self.codes],
+            "findings": self.findings,
+            "frame": self.frame,
+        }
+
+
+def _request(code: int) -> str:
+    return REQUEST_NAMES.get(code, f"request code {code}")
+
+
+def diagnose(findings: tuple[WireFinding, ...]) -> tuple[Diagnosis, ...]:
+    """Group findings by rule: one diagnosis each, its line the first finding's message and where else
+    the same rule broke. A finding of no particular request (a frame, a header no request can use)
+    concerns every request."""
+    by_rule: dict[str, list[WireFinding]] = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, []).append(f)
+    out = []
+    for rule, group in by_rule.items():
+        every = any(f.code is None for f in group)
+        codes = () if every else tuple(dict.fromkeys(f.code for f in group if f.code is not None))
+        line = group[0].message
+        if len(group) > 1:
+            where = "every request" if every else ", ".join(_request(c) for c in codes)
+            line += f" (and {len(group) - 1} more finding(s) of this rule; on {where})"
+        out.append(Diagnosis(rule, line, codes, len(group), next((f.frame for f in group if f.frame), None)))
+    return tuple(out)
 
 
 class _Connection:
@@ -91,10 +174,16 @@ class _Connection:
         self.buffer = b""
         self.started: list[bytes] = []  # requests the broker sent on its own
         self.opaque = 0
+        self.seen_bytes = False  # the peer sent something
+        self.closed = False  # the peer closed the connection
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+    def alive(self) -> bool:
+        """Whether the peer has sent anything on this connection that is still open."""
+        return self.seen_bytes and not self.closed
 
     def next_opaque(self) -> int:
         self.opaque += 1
@@ -122,8 +211,10 @@ class _Connection:
             except OSError:
                 chunk = b""
             if not chunk:
+                self.closed = True
                 frame, self.buffer = self.buffer, b""
                 return frame or None
+            self.seen_bytes = True
             self.buffer += chunk
 
     def answer(self, wait_s: float) -> bytes | None:
@@ -158,12 +249,32 @@ class _Connection:
                 self.started.append(frame)
 
 
+# Requests the probe makes whose well-formed header no broker refuses with SYSTEM_ERROR (the reference never
+# does): such an answer means the broker could not read the header (wire/request-response: "a request
+# whose processing throws (a header the processor cannot use) is answered SYSTEM_ERROR").
+_HEADER_READ = {10: "SEND_MESSAGE", 310: "SEND_MESSAGE_V2", 320: "SEND_BATCH_MESSAGE", 11: "PULL_MESSAGE"}
+
+
+def _upper_camel(ext: dict[str, str]) -> dict[str, str]:
+    return {k[:1].upper() + k[1:]: v for k, v in ext.items()}
+
+
 def probe(host: str, port: int, *, timeout_s: float = 3.0, check_wait_s: float = 5.0) -> ProbeResult:
     """Make the probe's exchanges with the broker at ``host:port``; judge every frame.
 
     ``check_wait_s``: how long to wait for the check of the half message (its transactionTimeOut plus
-    one transactionCheckInterval, on the broker's settings).
+    one transactionCheckInterval, on the broker's settings). A broker that answers nothing at all is one
+    finding, and the rest is not tried; one that refuses well-formed headers with SYSTEM_ERROR is one
+    finding (wire/send-headers) that says so, and whether the same request with its keys in UpperCamel
+    was read; exchanges that need an earlier one to have worked (the check of a half message that was
+    not stored) are left out rather than reported as findings of their own.
     """
+    start = time.time()
+    result = _probe(host, port, timeout_s, check_wait_s)
+    return attrs.evolve(result, started_ms=int(start * 1000), seconds=time.time() - start)
+
+
+def _probe(host: str, port: int, timeout_s: float, check_wait_s: float) -> ProbeResult:
     findings: list[WireFinding] = []
     exchanges = 0
     try:
@@ -173,9 +284,30 @@ def probe(host: str, port: int, *, timeout_s: float = 3.0, check_wait_s: float =
     now = str(int(time.time() * 1000))
     run = f"{int(time.time() * 1000) % 10**9:09d}"
     topic = f"WireProbe{run}"
+    refused: list[tuple[int, str]] = []  # (request code, remark) of well-formed headers answered SYSTEM_ERROR
+    heartbeat = {
+        "clientID": f"rmqspec-probe-{run}",
+        "producerDataSet": [{"groupName": PROBE_GROUP}],
+        "consumerDataSet": [],
+    }
+
+    def answers() -> bool:
+        """Whether the broker still answers a HEART_BEAT on this connection."""
+        request = encode(34, {}, json.dumps(heartbeat).encode(), opaque=conn.next_opaque())
+        try:
+            conn.sock.sendall(request)
+        except OSError:
+            return False
+        return conn.answer(timeout_s) is not None
 
     def ask(
-        code: int, ext: dict[str, str], body: bytes = b"", *, oneway: bool = False, wait: float | None = None
+        code: int,
+        ext: dict[str, str],
+        body: bytes = b"",
+        *,
+        oneway: bool = False,
+        wait: float | None = None,
+        judge: bool = True,
     ) -> dict[str, Any] | None:
         nonlocal exchanges
         exchanges += 1
@@ -183,22 +315,29 @@ def probe(host: str, port: int, *, timeout_s: float = 3.0, check_wait_s: float =
         try:
             conn.sock.sendall(request)
         except OSError as e:
-            findings.append(WireFinding("wire/request-response", f"request code {code}: cannot send: {e}"))
+            findings.append(
+                WireFinding("wire/request-response", f"request code {code}: cannot send: {e}", code=code)
+            )
             return None
         answer = conn.answer(wait if wait is not None else (0.3 if oneway else timeout_s))
-        findings.extend(check_exchange(request, answer))
+        found = check_exchange(request, answer) if judge else []
+        if answer is None and found and not answers():
+            # Not this request's fault: the broker answers nothing any more. Nothing after is judged.
+            raise _Stopped(
+                f"no answer to request code {code} within {timeout_s:g} s, nor to a HEART_BEAT after it"
+            )
+        findings.extend(found)
         parsed = parse_frame(answer) if answer is not None else None
         if parsed is None or isinstance(parsed, WireFinding):
             return None
-        return {"code": parsed.header.get("code"), "ext": parsed.ext, "body": parsed.body}
+        out = {"code": parsed.header.get("code"), "ext": parsed.ext, "body": parsed.body}
+        if judge and code in _HEADER_READ and out["code"] == 1:
+            refused.append((code, str(parsed.header.get("remark") or "")))
+        return out
 
     try:
-        heartbeat = {
-            "clientID": f"rmqspec-probe-{run}",
-            "producerDataSet": [{"groupName": PROBE_GROUP}],
-            "consumerDataSet": [],
-        }
-        ask(34, {}, json.dumps(heartbeat).encode())
+        if ask(34, {}, json.dumps(heartbeat).encode()) is None and not conn.alive():
+            return ProbeResult(tuple(findings), exchanges, 0)  # no frame, closed: the rest would only wait
         long_names = {
             "producerGroup": PROBE_GROUP,
             "topic": topic,
@@ -270,15 +409,35 @@ def probe(host: str, port: int, *, timeout_s: float = 3.0, check_wait_s: float =
         ask(9999, {})  # a code the broker does not know
         ask(34, {}, json.dumps(heartbeat).encode(), oneway=True)  # a one-way request: no answer
         half = _props(UNIQ_KEY=f"{run}E".rjust(32, "0"), WAIT="true", TRAN_MSG="true", PGROUP=PROBE_GROUP)
-        ask(310, v2(half, sys_flag=4), b"probe-half")
-        check = conn.wait_started(39, check_wait_s)
-        if check is None:
+        stored = ask(310, v2(half, sys_flag=4), b"probe-half")
+        if any(code in SEND_CODES for code, _ in refused):  # sends refused: the header, not one request
+            findings.append(_header_finding(refused, ask, long_names, run))
+        if stored is None or stored.get("code") != 0:
+            pass  # no half message stored: there is nothing to check, and nothing to end
+        elif (check := conn.wait_started(39, check_wait_s)) is None:
+            if not answers():  # a check that never came is evidence only while the broker answers
+                raise _Stopped(f"no CHECK_TRANSACTION_STATE within {check_wait_s:.1f} s, nor an answer after")
             findings.append(
                 WireFinding(
                     "wire/check-request",
                     f"no CHECK_TRANSACTION_STATE within {check_wait_s:.1f} s of the half message",
+                    code=39,
                 )
             )
+            # END_TRANSACTION is still judged: a commit of the half message by its send's offsets.
+            ext = stored.get("ext", {})
+            half_id = str(ext.get("msgId", ""))
+            if len(half_id) >= 16 and str(ext.get("queueOffset", "")).isdigit():
+                end = {
+                    "producerGroup": PROBE_GROUP,
+                    "tranStateTableOffset": str(ext["queueOffset"]),
+                    "commitLogOffset": str(int(half_id[-16:], 16)) if _is_hex(half_id[-16:]) else "0",
+                    "fromTransactionCheck": "false",
+                    "msgId": half_id,
+                    "transactionId": f"{run}E".rjust(32, "0"),
+                    "commitOrRollback": "8",
+                }
+                ask(37, end)
         else:
             parsed = parse_frame(check)
             ext = {} if isinstance(parsed, WireFinding) else parsed.ext
@@ -295,8 +454,42 @@ def probe(host: str, port: int, *, timeout_s: float = 3.0, check_wait_s: float =
         for frame in conn.started:
             findings.extend(check_broker_request(frame))
         return ProbeResult(tuple(findings), exchanges, len(conn.started))
+    except _Stopped as e:
+        return ProbeResult(tuple(findings), exchanges, len(conn.started), stopped=str(e))
     finally:
         conn.close()
+
+
+class _Stopped(Exception):
+    """The broker stopped answering during the probe."""
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def _header_finding(
+    refused: list[tuple[int, str]],
+    ask: Callable[..., dict[str, Any] | None],
+    long_names: dict[str, str],
+    run: str,
+) -> WireFinding:
+    """One finding for well-formed headers answered SYSTEM_ERROR, and what the broker reads instead: the
+    same SEND_MESSAGE with its keys in UpperCamel (``ProducerGroup``, ``Topic``, ...)."""
+    names = ", ".join(dict.fromkeys(_HEADER_READ[code] for code, _ in refused))
+    remark = refused[0][1].strip().splitlines()[0] if refused[0][1].strip() else "no remark"
+    text = f"requests with the header keys RocketMQ names were answered SYSTEM_ERROR ({names}: {remark!r})"
+    upper = dict(long_names, properties=_props(UNIQ_KEY=f"{run}F".rjust(32, "0"), WAIT="true"))
+    retried = ask(10, _upper_camel(upper), b"probe-upper-camel", judge=False)  # a diagnosis, not judged
+    if retried is not None and retried.get("code") == 0:
+        text += (
+            "; the same SEND_MESSAGE with its keys in UpperCamel (ProducerGroup, Topic, ...) was stored: "
+            "the broker reads header keys in UpperCamel, not as RocketMQ names them (producerGroup, topic, "
+            "a, b, ...)"
+        )
+    else:
+        text += ": the broker does not read the request header"
+    return WireFinding("wire/send-headers", text)
 
 
 # --- faults on the wire -------------------------------------------------------------------------------
@@ -310,8 +503,13 @@ class WireFault:
     once (None: nothing); ``to_client(frame)`` gives what reaches the client of a frame the broker sent.
     """
 
-    to_client: Callable[[bytes], bytes] = lambda f: f
+    to_client: Callable[[bytes], bytes | None] = lambda f: f  # None: the frame never reaches the client
     to_broker: Callable[[bytes], tuple[bytes | None, bytes | None]] = lambda f: (f, None)
+
+
+# What a FaultProxy is given: one fault for every connection, or a factory of one per connection (a fault
+# that keeps state about a connection's requests, such as the opaques of the ones it must not answer).
+Faulty = WireFault | Callable[[], WireFault]
 
 
 def rewrite_header(frame: bytes, change: Callable[[dict[str, Any]], None]) -> bytes:
@@ -335,13 +533,16 @@ def rewrite_body(frame: bytes, change: Callable[[dict[str, Any], bytes], bytes])
 
 
 class FaultProxy:
-    """``with FaultProxy(host, port, fault) as (host, port)``: a loopback port that forwards to the
-    broker, frame by frame, through ``fault``."""
+    """``with FaultProxy(host, port, fault) as (host, port)``: a port (loopback, any free one unless
+    ``listen`` says) that forwards to the broker, frame by frame, through ``fault`` (a ``WireFault``, or a
+    factory that makes one for each connection)."""
 
-    def __init__(self, host: str, port: int, fault: WireFault) -> None:
+    def __init__(
+        self, host: str, port: int, fault: Faulty, *, listen: tuple[str, int] = ("127.0.0.1", 0)
+    ) -> None:
         self.upstream = (host, port)
         self.fault = fault
-        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server = socket.create_server(listen)
         self.server.settimeout(0.2)
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -374,13 +575,22 @@ class FaultProxy:
                 client.close()
                 continue
             lock = threading.Lock()
+            fault = self.fault if isinstance(self.fault, WireFault) else self.fault()
             for src, dst, way in ((client, broker, "up"), (broker, client, "down")):
-                t = threading.Thread(target=self._pump, args=(src, dst, client, lock, way), daemon=True)
+                t = threading.Thread(
+                    target=self._pump, args=(src, dst, client, lock, way, fault), daemon=True
+                )
                 t.start()
                 self.threads.append(t)
 
     def _pump(
-        self, src: socket.socket, dst: socket.socket, client: socket.socket, lock: threading.Lock, way: str
+        self,
+        src: socket.socket,
+        dst: socket.socket,
+        client: socket.socket,
+        lock: threading.Lock,
+        way: str,
+        fault: WireFault,
     ) -> None:
         src.settimeout(0.2)
         buffer = b""
@@ -389,15 +599,17 @@ class FaultProxy:
                 frames, buffer = _split(buffer)
                 for frame in frames:
                     if way == "up":
-                        onward, back = self.fault.to_broker(frame)
+                        onward, back = fault.to_broker(frame)
                         if onward is not None:
                             dst.sendall(onward)
                         if back is not None:
                             with lock:
                                 client.sendall(back)
                     else:
-                        with lock:
-                            dst.sendall(self.fault.to_client(frame))
+                        out = fault.to_client(frame)
+                        if out is not None:
+                            with lock:
+                                dst.sendall(out)
                 try:
                     chunk = src.recv(65536)
                 except TimeoutError:

@@ -323,7 +323,7 @@ class Model:
             op_write = _tx.next_op_write(state)
             if op_write is not None:
                 candidates.append(max(op_write, now + 1))
-            due = _schedule.next_due(state, self.semantics)
+            due = _schedule.next_due(state, self.semantics, now)
             if due is not None and state.schedule_resume_at is not None:
                 due = max(due, state.schedule_resume_at)
             if due is not None and due > now:

@@ -126,14 +126,20 @@ def deliver_due(
     return state, events
 
 
-def next_due(state: BrokerState, sem: Semantics) -> int | None:
-    """The earliest deliver time among the heads of all levels (for logical-clock drivers)."""
+def next_due(state: BrokerState, sem: Semantics, now: int | None = None) -> int | None:
+    """The earliest deliver time among the heads of all levels (for logical-clock drivers). With ``now``,
+    each head's deliver time as a run at ``now`` corrects it: a head whose code lies further ahead than
+    its level's delay (a table shortened by a restart) is due at once (rule: schedule/deliver-clamp), so
+    a driver visits the service's first run after a restart rather than the head's old code."""
     best: int | None = None
     for level in range(1, state.config.max_delay_level + 1):
         cq = state.store.cq(SCHEDULE_TOPIC, sem.schedule_queue_id(level))
         offset = schedule_offset(state, level)
         if offset < len(cq):
             tags = cq[offset][2]
+            if now is not None:
+                delay = sem.delay_ms_for(state.config.delay_levels, level)
+                tags = sem.correct_deliver_timestamp(now, tags, delay if delay is not None else 1000)
             if best is None or tags < best:
                 best = tags
     return best

@@ -546,6 +546,10 @@ class Semantics:
         """rule: transaction/rollback"""
         return False
 
+    def commit_writes_message(self) -> bool:
+        """A commit writes the message to its real topic. rule: transaction/committed-message"""
+        return True
+
     def on_unknown(self) -> str:
         """What END_TRANSACTION UNKNOW does: "nothing" (reference), "commit" or "op". rule: transaction/unknown"""
         return "nothing"

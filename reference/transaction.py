@@ -89,7 +89,7 @@ def end_transaction(
     if sem.end_tx_idempotent() and _ended(state, half):  # rule: transaction/not-idempotent
         return state, EndTxOk(committed=None, op=None)
     committed: Record | None = None
-    if action == TxAction.COMMIT or sem.rollback_writes_message():
+    if sem.commit_writes_message() if action == TxAction.COMMIT else sem.rollback_writes_message():
         final = committed_message(half, sem)
         if isinstance(final, Rejected):
             return state, final

@@ -1,9 +1,12 @@
-"""The conformance commands of the ``rmqspec`` CLI: conform, mutants, scenarios."""
+"""The conformance commands of the ``rmqspec`` CLI: conform, mutants, faults, serve, scenarios."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -13,10 +16,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rmqspec.conform import Report, TargetSpecError, conform, kill_matrix
+from rmqspec.adapters.inprocess import WallClockTarget
+from rmqspec.conform import FaultRunner, Report, TargetSpecError, conform, fault_matrix, kill_matrix
+from rmqspec.conformance import faults as zoo
 from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.conformance.mutants import MUTANTS
 from rmqspec.conformance.scenarios import Scenario, ScenarioError, catalogue, dump
+from rmqspec.conformance.wireprobe import FaultProxy, Faulty
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -91,6 +97,19 @@ def conform_cmd(
     chaos: Annotated[
         bool, typer.Option("--chaos", help="apache: targets: stop and restart the broker during the workload")
     ] = False,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude", help="leave out this scenario (an id, or a prefix such as put/ or a rule id)"
+        ),
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe/--no-probe",
+            help="remoting targets: run the wire probe beside the scenarios, from the start (protocol failures named once)",
+        ),
+    ] = True,
     plots: Annotated[
         Path | None,
         typer.Option(
@@ -102,6 +121,8 @@ def conform_cmd(
     3 unknown (inconclusive: a target that stopped answering, or nothing judged)."""
     try:
         scenarios = _select(catalogue(), scenario)
+        if exclude:
+            scenarios = [x for x in scenarios if x not in _select(scenarios, exclude)]
         with _progress() as bar:
             task = bar.add_task(f"conform {target}", total=len(scenarios) + 1, item="")
             rep = conform(
@@ -118,20 +139,34 @@ def conform_cmd(
                 concurrency=concurrency,
                 brokers=brokers,
                 chaos=chaos,
+                probe=probe,
                 plots=plots,
             )
     except (TargetSpecError, ScenarioError) as e:
         if report:  # the report is always written: here it says why nothing was judged
-            report.parent.mkdir(parents=True, exist_ok=True)
-            doc = {"target": target, "passed": False, "exit_code": 2, "error": str(e)}
-            report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            _error_report(report, target, 2, str(e))
         raise _fail(str(e)) from None
+    except Exception as e:  # rmqspec's own error: no verdict (exit 3), said in one line, never a traceback
+        frames = traceback.extract_tb(e.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        message = f"rmqspec error {type(e).__name__}: {e}{where}; nothing was judged (please report it)"
+        if report:
+            _error_report(report, target, 3, message)
+        err.print(f"[yellow]unknown:[/yellow] {escape(message)}")
+        raise typer.Exit(3) from None
     if report:
         rep.write_json(report)
     if junit:
         rep.write_junit(junit)
     _print_report(rep, report)
     raise typer.Exit(rep.exit_code)
+
+
+def _error_report(report: Path, target: str, code: int, error: str) -> None:
+    """The report of a run that judged nothing: why, and its exit code."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"target": target, "passed": False, "exit_code": code, "error": error}
+    report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def _select(scenarios: list[Scenario], wanted: list[str] | None) -> list[Scenario]:
@@ -153,8 +188,25 @@ def _out() -> Console:
     return console if console.is_terminal else Console(soft_wrap=True, width=max(console.width, 200))
 
 
+def _print_root_causes(rep: Report, out: Console) -> None:
+    """The run's root causes, at the top: a protocol failure named once in one line, then the first failure
+    of each failed scenario and of the workload, by rule, in the order they showed."""
+    roots = rep.root_causes
+    if not roots:
+        return
+    out.print(
+        f"[bold]Root causes[/bold] ({len(roots)}; fix the first first, what follows from it is counted under it):"
+    )
+    for n, r in enumerate(roots, start=1):
+        label = "[red]PROTOCOL[/red]" if r.protocol else f"[red]{n}.[/red]"
+        out.print(f"  {label} {escape(r.line())}")
+        if r.first.frame:
+            out.print(f"     [dim]frame: {escape(r.first.frame)}[/dim]")
+
+
 def _print_report(rep: Report, report: Path | None = None) -> None:
     out = _out()
+    _print_root_causes(rep, out)
     table = Table(title=f"rmqspec conform --target {rep.target}")
     for col in ("rule", "pass", "fail", "skip", "unknown"):
         table.add_column(col, justify="left" if col == "rule" else "right", no_wrap=col == "rule")
@@ -179,6 +231,8 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
                 where = f"step {f.step} ({f.operation})" if f.step else f.operation
                 rule = " " + escape(f"[{f.rule}]") if f.rule else ""
                 out.print(f"     {where}{rule}: {escape(f.message)}")
+                if f.frame:
+                    out.print(f"       [dim]frame: {escape(f.frame)}[/dim]")
     for r in rep.scenarios:
         if r.outcome == "unknown":
             out.print(f"[yellow]UNKNOWN[/yellow] {escape(r.scenario.id)}: {escape(r.reason)}")
@@ -187,6 +241,18 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
             out.print(f"[dim]SKIP[/dim] {escape(r.scenario.id)}: {escape(r.reason)}")
     for rule, why in rep.hazards.items():
         out.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
+    if rep.probe is not None:
+        p = rep.probe
+        state = (
+            f"[yellow]stopped[/yellow]: {escape(p.stopped)}"
+            if p.stopped
+            else ("[red]findings[/red] (above)" if p.findings else "clean")
+        )
+        out.print(
+            f"wire probe ({p.exchanges} exchanges, {p.broker_requests} broker requests, {p.seconds:.1f} s): {state}"
+        )
+    for line in rep.unjudged:
+        out.print(f"[yellow]not judged[/yellow]: {escape(line)}")
     machine = "passed" if rep.machine is None else f"[red]FAILED[/red]\n{escape(rep.machine)}"
     if rep.mode == "workload":
         w = rep.workload
@@ -199,8 +265,8 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
         out.print(
             f"workload ({rep.machine_examples} operations, history checked at the end{extra}): {machine}"
         )
-        for p in w.plots if w is not None else ():
-            out.print(f"plot: {p}")
+        for drawn in w.plots if w is not None else ():
+            out.print(f"plot: {drawn}")
     else:
         out.print(f"state machine ({rep.machine_examples} runs, history checker after every step): {machine}")
     verdict = {0: "[green]PASS[/green]", 1: "[red]FAIL[/red]", 3: "[yellow]UNKNOWN[/yellow]"}[rep.exit_code]
@@ -266,6 +332,85 @@ def mutants_cmd(
     raise typer.Exit(0 if counts["killed"] == len(rows) else 1)
 
 
+def faults_cmd(
+    list_only: Annotated[bool, typer.Option("--list", help="list the faults and exit")] = False,
+    only: Annotated[list[str] | None, typer.Option("--only", help="run only these faults")] = None,
+    profile: Annotated[
+        Path, typer.Option(help="target profile (YAML): the settings each faulty broker is served with")
+    ] = Path("profiles/short-levels.yaml"),
+    workload_seconds: Annotated[float, typer.Option(help="seconds of workload in each run")] = 10.0,
+    workers: Annotated[int, typer.Option(help="faults run at once, each in a process of its own")] = 3,
+    report: Annotated[Path | None, typer.Option(help="write the matrix as JSON")] = None,
+    report_dir: Annotated[
+        Path | None, typer.Option(help="write each run's report (NAME.json) and failing histories here")
+    ] = None,
+) -> None:
+    """Run the whole suite over TCP against every broken broker of the zoo (`rmqspec serve --fault NAME`)
+    and print the matrix; exit 0 only if every fault is diagnosed right: its rule named as the first root
+    cause with at most a handful of root causes (a broker that stops answering: exit 3, what could not be
+    judged said)."""
+    if list_only:
+        for name, f in zoo.FAULTS.items():
+            expect = f.rule if f.expect == "fail" else "unknown (exit 3)"
+            _out().print(f"{name:28} {f.kind:10} {expect:30} {escape(f.description)}")
+        raise typer.Exit(0)
+    unknown = [n for n in (only or []) if n not in zoo.FAULTS]
+    if unknown:
+        raise _fail(f"unknown fault(s): {', '.join(unknown)} (`rmqspec faults --list` shows the names)")
+    if workers < 1:
+        raise _fail("--workers must be at least 1")
+    if not profile.is_file():
+        raise _fail(f"no profile {profile}: give --profile FILE (the repo's is profiles/short-levels.yaml)")
+    runner = FaultRunner(profile=profile, workload_seconds=workload_seconds, report_dir=report_dir)
+    start = time.perf_counter()
+    names = list(dict.fromkeys(only)) if only else list(zoo.FAULTS)
+    with _progress() as bar:
+        task = bar.add_task("faults", total=len(names), item="")
+        rows = fault_matrix(
+            runner,
+            names,
+            workers=workers,
+            progress=lambda n, total, item: bar.update(task, completed=n, total=total, item=item),
+        )
+    took = time.perf_counter() - start
+    out = _out()
+    table = Table(title="faults matrix: the suite over TCP against each broken broker")
+    for col in ("fault", "kind", "expected root cause", "first root cause reported", "roots", "outcome", "s"):
+        table.add_column(col, justify="right" if col in ("roots", "s") else "left")
+    for r in rows:
+        outcome = f"[green]{r.outcome}[/green]" if r.ok else f"[red]{r.outcome.upper()}[/red]"
+        table.add_row(
+            r.fault,
+            r.kind,
+            r.expected,
+            r.first or ("— (exit 3)" if r.exit_code == 3 else "—"),
+            str(r.root_causes),
+            outcome,
+            f"{r.seconds:.0f}",
+        )
+    out.print(table)
+    for r in rows:
+        if not r.ok:
+            out.print(f"[red]{escape(r.fault)}[/red] {escape(r.outcome)}: {escape(r.line)}")
+    counts = zoo.matrix_summary(rows)
+    good = counts[zoo.DIAGNOSED]
+    out.print(
+        f"{good}/{len(rows)} faults diagnosed right"
+        + "".join(f", {n} {k}" for k, n in counts.items() if n and k != zoo.DIAGNOSED)
+        + f" ({took:.0f} s, {workers} worker(s))"
+    )
+    if report:
+        doc = {
+            "summary": counts,
+            "max_root_causes": zoo.MAX_ROOT_CAUSES,
+            "seconds": round(took, 1),
+            "faults": [r.to_json() for r in rows],
+        }
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    raise typer.Exit(0 if good == len(rows) else 1)
+
+
 scenarios_app = typer.Typer(help="The scenario catalogue.", no_args_is_help=True)
 
 
@@ -300,6 +445,13 @@ def serve_cmd(
     port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed)")] = 10911,
     host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
     target: Annotated[str, typer.Option(help="what to serve: reference or mutant:NAME")] = "reference",
+    fault: Annotated[
+        str | None,
+        typer.Option(
+            "--fault",
+            help="serve a broken broker of the zoo (`rmqspec faults --list`): the reference with one fault",
+        ),
+    ] = None,
     profile: Annotated[
         Path | None, typer.Option(help="target profile (YAML) whose broker settings the served model uses")
     ] = None,
@@ -310,7 +462,6 @@ def serve_cmd(
     """Serve the reference model (or a mutant) over RocketMQ's remoting protocol, on the wall clock."""
     import asyncio
 
-    from rmqspec.adapters.inprocess import WallClockTarget
     from rmqspec.adapters.remoting.profile import ProfileError, load_profile
     from rmqspec.adapters.remoting.server import serve_forever
     from rmqspec.reference.model import Model
@@ -321,10 +472,20 @@ def serve_cmd(
         config = load_profile(profile, f"{host}:{port or 1}").config
     except ProfileError as e:
         raise _fail(str(e)) from None
-    if target == "reference":
+    wire = None
+    if fault is not None:
+        if target != "reference":
+            raise _fail("--fault and --target name two brokers: give one of them")
+        try:
+            chosen = zoo.fault(fault)
+        except KeyError as e:
+            raise _fail(str(e.args[0])) from None
+        model, wire, target = chosen.model(config), chosen.wire_fault(), f"fault:{fault}"
+    elif target == "reference":
         model = Model(config)
     elif target.startswith("mutant:") and target.removeprefix("mutant:") in MUTANTS:
-        model = MUTANTS[target.removeprefix("mutant:")].model(config)
+        m = MUTANTS[target.removeprefix("mutant:")]
+        model, wire = m.model(config), m.wire
     else:
         raise _fail(f"cannot serve {target!r}: use reference or mutant:NAME (`rmqspec mutants --list`)")
     wall = WallClockTarget(model, name=f"{target}@wall")
@@ -336,6 +497,10 @@ def serve_cmd(
             f"check interval {config.transaction_check_interval_ms} ms, max {config.transaction_check_max})",
             soft_wrap=True,
         )
+
+    if wire is not None:  # the model on a free loopback port, the fault's proxy on the port asked for
+        _serve_through(wall, wire, host, port, seconds, ready)
+        return
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -351,8 +516,34 @@ def serve_cmd(
         pass
 
 
+def _serve_through(
+    wall: WallClockTarget,
+    wire: Faulty,
+    host: str,
+    port: int,
+    seconds: float | None,
+    ready: Callable[[tuple[str, int]], None],
+) -> None:
+    """Serve ``wall`` behind a FaultProxy listening on ``host:port``, until ``seconds`` pass or Ctrl-C."""
+    from rmqspec.adapters.remoting.server import BackgroundServer
+
+    try:
+        with contextlib.ExitStack() as stack:
+            inner_host, inner_port = stack.enter_context(BackgroundServer(wall))
+            bound = stack.enter_context(FaultProxy(inner_host, inner_port, wire, listen=(host, port)))
+            ready(bound)
+            deadline = None if seconds is None else time.monotonic() + seconds
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
+    except OSError as e:
+        raise _fail(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    except KeyboardInterrupt:
+        pass
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.command("conform")(conform_cmd)
     app.command("mutants")(mutants_cmd)
+    app.command("faults")(faults_cmd)
     app.add_typer(scenarios_app, name="scenarios")

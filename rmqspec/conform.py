@@ -19,7 +19,9 @@ from rmqspec.adapters.remoting.deploy import FixedRemoting, RemotingDeployment, 
 from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_profile
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
-from rmqspec.conformance.contract import Feature, Target, TargetError
+from rmqspec.conformance.contract import Feature, ProtocolFailure, Target, TargetError
+from rmqspec.conformance.faults import FaultRow, crashed, fault, judge
+from rmqspec.conformance.faults import fault_matrix as run_fault_matrix
 from rmqspec.conformance.history import save
 from rmqspec.conformance.kill import KillRow
 from rmqspec.conformance.kill import kill_matrix as run_kill_matrix
@@ -37,7 +39,8 @@ from rmqspec.conformance.suite import (
     run_logical,
     run_wall,
 )
-from rmqspec.conformance.wireprobe import FaultProxy
+from rmqspec.conformance.wireprobe import FaultProxy, Faulty, ProbeResult
+from rmqspec.conformance.wireprobe import probe as wire_probe
 from rmqspec.conformance.workload import Chaos, run_workload
 from rmqspec.reference.config import BrokerConfig, Profile
 from rmqspec.reference.model import Model
@@ -121,8 +124,19 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
         name = inner.removeprefix("mutant:")
         if inner.startswith("mutant:") and name in MUTANTS:
             served = Served(tp, spec, MUTANTS[name].model)
-            return served if MUTANTS[name].wire is None else FaultServed(served, MUTANTS[name])
-        raise TargetSpecError(f"cannot serve {inner!r}: use served, served:reference or served:mutant:NAME")
+            wire = MUTANTS[name].wire
+            return served if wire is None else FaultServed(served, wire)
+        if inner.startswith("fault:"):
+            try:
+                f = fault(inner.removeprefix("fault:"))
+            except KeyError as e:
+                raise TargetSpecError(str(e.args[0])) from None
+            served = Served(tp, spec, f.model)
+            faulty = f.wire_fault()
+            return served if faulty is None else FaultServed(served, faulty)
+        raise TargetSpecError(
+            f"cannot serve {inner!r}: use served, served:reference, served:mutant:NAME or served:fault:NAME"
+        )
     if spec.startswith("remoting://"):
         tp = remoting_profile(spec, profile)
         probe(tp, spec)
@@ -185,6 +199,12 @@ def probe(tp: TargetProfile, spec: str) -> None:
         from rmqspec.reference.model import GetMaxOffset
 
         t.execute(GetMaxOffset("rmqspec_probe", 0))
+    except ProtocolFailure as e:
+        what = "an HTTP server" if _looks_like_http(e.frame) else "something that does not speak it"
+        raise TargetSpecError(
+            f"{tp.host}:{tp.port} is not a RocketMQ remoting endpoint: it answered with bytes that are not a "
+            f"remoting frame ({e.rule}), as {what} does; frame: {e.frame}"
+        ) from None
     except TargetError as e:
         raise TargetSpecError(
             f"no RocketMQ reply from {tp.host}:{tp.port} within {tp.timeout_s:g} s: is it a RocketMQ remoting "
@@ -192,6 +212,24 @@ def probe(tp: TargetProfile, spec: str) -> None:
         ) from None
     finally:
         t.close()
+
+
+def _looks_like_http(frame: str | None) -> bool:
+    """Whether the bytes a MalformedFrame shows ("N bytes: HEX") begin an HTTP response."""
+    hexed = (frame or "").partition(": ")[2]
+    return hexed.startswith(b"HTTP/".hex())
+
+
+def probe_deployment(dep: Deployment) -> ProbeResult:
+    """The wire probe of a broker over the remoting protocol, with its settings: the check of the probe's
+    half message is awaited for transactionTimeOut + one transactionCheckInterval + epsilon."""
+    profile = getattr(dep, "profile", None)
+    tp = profile() if callable(profile) else profile
+    if not isinstance(tp, TargetProfile):
+        raise TypeError(f"{type(dep).__name__} is not a broker over the remoting protocol")
+    cfg = tp.config
+    wait = (cfg.transaction_timeout_ms + cfg.transaction_check_interval_ms + tp.epsilon_ms) / 1000
+    return wire_probe(tp.host, tp.port, timeout_s=tp.timeout_s, check_wait_s=wait)
 
 
 def is_wall(spec: str) -> bool:
@@ -220,12 +258,14 @@ def conform(
     max_wait_ms: int = 60_000,
     concurrency: int = 16,
     chaos: bool = False,
+    probe: bool = True,
     plots: Path | None = None,
     brokers: int = 3,
 ) -> Report:
     """Run the suite on ``target``. Logical targets: every scenario (under ``profile``'s settings when
     one is given) and the state machine. Wall-clock targets: the scenarios that fit, concurrently, then
-    the workload. Raises TargetSpecError for a target or profile that cannot be used."""
+    the workload; over the remoting protocol, the wire probe beside them from the start (``probe``).
+    Raises TargetSpecError for a target or profile that cannot be used."""
     scenarios = scenarios if scenarios is not None else catalogue()
     stamp = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -247,6 +287,7 @@ def conform(
         max_wait_ms=max_wait_ms,
         concurrency=concurrency,
         chaos=chaos,
+        probe=probe,
         plots=plots,
         brokers=brokers,
     )
@@ -278,6 +319,7 @@ def _conform(
     max_wait_ms: int,
     concurrency: int,
     chaos: bool,
+    probe: bool,
     plots: Path | None = None,
     brokers: int = 3,
 ) -> Report:
@@ -307,6 +349,7 @@ def _conform(
                 options,
                 progress=progress,
                 workload=lambda dep, eps: _workload(dep, eps, options, target),
+                probe=probe_deployment if probe and not is_grpc(target) else None,
             )
         except TargetError as e:
             raise TargetSpecError(str(e)) from None
@@ -349,6 +392,17 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
         history = str(path)
     lost = sum(a.name == "lost-message" and a.cause is None for a in v.anomalies)
+    roots = []
+    for root in v.to_json()["root_causes"]:
+        i = root["event"]
+        event = result.events[i] if 0 <= i < len(result.events) else None
+        if event is not None:  # where it showed: the operation, its time and (a protocol failure) its frame
+            root = {**root, "f": event.f, "time": event.time, "frame": event.value.get("frame")}
+        roots.append(root)
+    unknown: dict[str, int] = {}
+    for e in result.events:
+        if e.type == "info":
+            unknown[e.f] = unknown.get(e.f, 0) + 1
     plots: tuple[str, ...] = ()
     if options.plots_dir is not None:
         try:
@@ -361,7 +415,8 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
     return WorkloadSummary(
         operations=result.operations,
         verdict=v.valid,
-        anomalies=tuple(v.to_json()["root_causes"]),
+        unknown_operations=unknown,
+        anomalies=tuple(roots),
         summary=v.summary(),
         reason=v.reason,
         history=history,
@@ -378,7 +433,13 @@ def run_one(target: str, scenario: Scenario, profile: Path | None = None) -> Sce
     """One scenario on ``target`` as ``conform`` runs it (the pytest plugin's scenario items)."""
     if is_wall(target):
         rep = conform(
-            target, scenarios=[scenario], profile=profile, workload_seconds=0, examples=0, concurrency=1
+            target,
+            scenarios=[scenario],
+            profile=profile,
+            workload_seconds=0,
+            examples=0,
+            concurrency=1,
+            probe=False,
         )
         return rep.scenarios[0]
     return run_scenario(scenario, target_factory(target), base=_profile_config(profile), salt="pytest")
@@ -388,7 +449,7 @@ def run_checked_workload(target: str, profile: Path | None, *, examples: int, se
     """The history-checked part of the suite: the state machine in process, the workload on a wall
     clock. None when it passed, else the failure."""
     if is_wall(target):
-        return conform(target, scenarios=[], profile=profile, workload_seconds=seconds).machine
+        return conform(target, scenarios=[], profile=profile, workload_seconds=seconds, probe=False).machine
     return run_machine(
         target_factory(target), _profile_config(profile) or BrokerConfig(), max_examples=examples
     )
@@ -396,10 +457,11 @@ def run_checked_workload(target: str, profile: Path | None, *, examples: int, se
 
 @attrs.frozen
 class FaultServed:
-    """``served:mutant:NAME`` for a wire mutant: the reference served, its frames through the fault."""
+    """``served:mutant:NAME`` for a wire mutant, ``served:fault:NAME``: the model served, its frames through
+    the fault (one for the whole run: every broker it opens shares it)."""
 
     served: Served
-    mutant: Mutant
+    wire: Faulty
 
     @property
     def name(self) -> str:
@@ -419,8 +481,7 @@ class FaultServed:
 
     def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
         dep = self.served.open(config, exclusive=exclusive)
-        assert self.mutant.wire is not None
-        proxy = FaultProxy(dep.profile.host, dep.profile.port, self.mutant.wire)
+        proxy = FaultProxy(dep.profile.host, dep.profile.port, self.wire)
         host, port = proxy.__enter__()
 
         def close() -> None:
@@ -459,3 +520,47 @@ def kill_matrix(
         scenarios=scenarios,
         workers=workers,
     )
+
+
+@attrs.frozen
+class FaultRunner:
+    """The faults matrix's run of one fault: the whole suite over TCP against ``served:fault:NAME`` with
+    ``profile``'s settings, its report written to ``report_dir/NAME.json`` (and its failing histories
+    under ``report_dir/NAME/``) when given. Pickles, for ``workers`` > 1."""
+
+    profile: Path | None = None
+    workload_seconds: float = 10.0
+    report_dir: Path | None = None
+    max_wait_ms: int = 60_000
+    brokers: int = 2  # brokers of one run at once (several runs go on beside it)
+
+    def __call__(self, name: str) -> FaultRow:
+        f = fault(name)
+        start = time.perf_counter()
+        try:
+            rep = conform(
+                f"served:fault:{name}",
+                profile=self.profile,
+                workload_seconds=self.workload_seconds,
+                max_wait_ms=self.max_wait_ms,
+                save_dir=None if self.report_dir is None else self.report_dir / name,
+                brokers=self.brokers,
+            )
+        except Exception as e:  # a crash is a row of the matrix, never the matrix's end
+            return crashed(f, e, seconds=time.perf_counter() - start)
+        path = None
+        if self.report_dir is not None:
+            path = self.report_dir / f"{name}.json"
+            rep.write_json(path)
+        return judge(f, rep, seconds=time.perf_counter() - start, report=None if path is None else str(path))
+
+
+def fault_matrix(
+    runner: FaultRunner,
+    names: list[str] | None = None,
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[FaultRow]:
+    """``conformance.faults.fault_matrix`` with the command line's runner."""
+    return run_fault_matrix(runner, names, workers=workers, progress=progress)

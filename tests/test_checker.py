@@ -172,3 +172,27 @@ def test_a_shared_brokers_system_topic_may_exist_because_of_other_clients() -> N
     assert check_history(events, BrokerConfig(), shared=True).valid != "fail"
     isolated = check_history(events, BrokerConfig(), shared=False)
     assert isolated.valid == "fail" and isolated.anomalies[0].name == "wrong-pull-status"
+
+
+def test_a_round_may_have_begun_at_its_first_request_when_the_earliest_reading_fails() -> None:
+    """The served reference, a-younger-half-message-holds-up-the-next-check (transaction/check-interval):
+    `a`'s first check arrived 481 ms after `b` was sent. Read at its earliest (half an epsilon before
+    the arrival, but not before `a` was old enough) the round ran before `b` was stored, so `a`'s copy
+    would stand ahead of `b` and be checked a round later; read at its arrival, the copy stands behind
+    young `b` and waits for `b`'s check, as the broker did. Either reading is one the spec allows, so the
+    history passes; with `a`'s second check three seconds later it fails under both."""
+    from pathlib import Path
+
+    import attrs
+
+    from rmqspec.conformance.history import load
+
+    path = (
+        Path(__file__).parent / "fixtures" / "served" / "a-younger-half-message-holds-up-the-next-check.jsonl"
+    )
+    meta, events = load(path)
+    config = BrokerConfig(transaction_timeout_ms=3000, transaction_check_interval_ms=1000)
+    assert check_history(events, config, epsilon_ms=meta["epsilon_ms"], shared=True).valid == "pass"
+    last = events[-1]
+    late = [*events[:-1], attrs.evolve(last, time=last.time + 3000)]
+    assert check_history(late, config, epsilon_ms=1000, shared=True).valid == "fail"

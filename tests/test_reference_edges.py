@@ -576,6 +576,24 @@ def test_offsets_persisted_at_the_flush_tick_survive_a_restart() -> None:
     assert [e for e in events if isinstance(e, Delivered)] == []
 
 
+def test_a_head_released_by_a_shortened_table_is_delivered_at_the_first_run_after_the_restart() -> None:
+    """§3.5 correctDeliverTimestamp, §3.3 FIRST_DELAY_TIME: after a restart at 2,000 that makes level 3
+    5 s, a head coded for 60,000 is released by the level's first run at 3,000, whatever the time a
+    driver next looks (a service run at 3,000 exactly, not at the end of the span advanced)."""
+    model = Model(attrs.evolve(TX, delay_levels="1s 5s 1m"))
+    state, _m = send(model, model.initial(), Message("D", b"m", props(DELAY="3")), 0)
+    state, events = model.advance(state, 0, 2_000)
+    assert events == []
+    shorter = attrs.evolve(model, config=attrs.evolve(model.config, delay_levels="1s 5s 5s"))
+    state = shorter.restart(attrs.evolve(state, config=shorter.config), 2_000)
+    state, events = shorter.advance(state, 2_000, 2_500)
+    assert events == []  # the service has not started its levels yet
+    state, events = shorter.advance(state, 2_500, 3_040)
+    assert [(is_a(e, Delivered).copy.body, is_a(e, Delivered).copy.store_timestamp) for e in events] == [
+        (b"m", 3_000)
+    ]
+
+
 # --- pull (facts §8 status table; DefaultMessageStore.getMessage) -------------------------------------------
 
 

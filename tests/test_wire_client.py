@@ -21,7 +21,13 @@ from typing import Any, TypeVar
 import attrs
 import pytest
 
-from rmqspec.adapters.remoting.client import ConnectionLost, RemotingClient, RemotingError, RemotingTimeout
+from rmqspec.adapters.remoting.client import (
+    ConnectionLost,
+    MalformedFrame,
+    RemotingClient,
+    RemotingError,
+    RemotingTimeout,
+)
 from rmqspec.adapters.remoting.codec import (
     BatchMessage,
     FrameDecoder,
@@ -335,8 +341,11 @@ def test_garbage_from_the_peer_drops_the_connection_with_a_protocol_error() -> N
         await broker.send(struct.pack(">ii", 6, 7 << 24 | 2) + b"{}")
 
     async def main(broker: FakeBroker, client: RemotingClient) -> None:
-        with pytest.raises(ConnectionLost, match="protocol error: unknown serialize type 7"):
+        with pytest.raises(MalformedFrame, match="not a frame: unknown serialize type 7") as caught:
             await client.invoke(req(1))
+        assert isinstance(caught.value, ConnectionLost)  # pending calls fail as on a lost connection
+        assert caught.value.rule == "wire/frame"
+        assert caught.value.frame.startswith("10 bytes: 0000000607000002")  # the bytes, for the report
         assert not client.connected
 
     run(main, garbage)

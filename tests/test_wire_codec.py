@@ -33,12 +33,14 @@ from rmqspec.adapters.remoting.codec import (
     RemotingCommand,
     SendMessageHeader,
     WireRecord,
+    WireViolation,
     check_transaction_state_request,
     consumer_send_msg_back_request,
     decode_batch_body,
     decode_frame,
     decode_record,
     decode_records,
+    describe_frame,
     encode_batch_body,
     encode_frame,
     encode_record,
@@ -67,6 +69,7 @@ from rmqspec.adapters.remoting.codec import (
     send_message_request,
     view_message_request,
 )
+from rmqspec.reference.constants import Code
 from rmqspec.reference.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqspec.reference.records import offset_msg_id as reference_offset_msg_id
 
@@ -422,13 +425,59 @@ def test_parsers_reject_a_request_frame() -> None:
 
 
 def test_parsers_reject_malformed_numbers() -> None:
-    bad = response_for(RemotingCommand(11), 0, ext_fields={"nextBeginOffset": "12x"})
-    with pytest.raises(ProtocolError, match="'nextBeginOffset' is not an integer"):
+    offsets = {"suggestWhichBrokerId": "0", "minOffset": "0", "maxOffset": "3", "nextBeginOffset": "12x"}
+    bad = response_for(RemotingCommand(11), int(Code.PULL_NOT_FOUND), ext_fields=offsets)
+    with pytest.raises(WireViolation, match="'nextBeginOffset' is not an integer") as caught:
         parse_pull_response(bad)
-    with pytest.raises(ProtocolError, match="lacks extFields 'offset'"):
+    assert caught.value.rule == "wire/pull-response" and '"nextBeginOffset":"12x"' in str(caught.value.frame)
+    with pytest.raises(WireViolation, match="lacks extFields 'offset'") as caught:
         parse_max_offset_response(response_for(RemotingCommand(30), 0, ext_fields={}))
-    with pytest.raises(ProtocolError, match="not 32"):
-        parse_send_response(response_for(RemotingCommand(310), 0, ext_fields={"msgId": "ABC"}))
+    assert caught.value.rule == "dispatch/max-offset"
+    stored = {"msgId": "ABC", "queueId": "0", "queueOffset": "0"}
+    with pytest.raises(WireViolation, match="not 32") as caught:
+        parse_send_response(response_for(RemotingCommand(310), 0, ext_fields=stored))
+    assert caught.value.rule == "wire/offset-msg-id"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"queueId": "0", "queueOffset": "0"}, "lacks msgId"),
+        ({"msgId": "", "queueId": "0", "queueOffset": "0"}, "empty msgId"),
+        ({"msgId": "0A00000100002A9F0000000000000000"}, "lacks queueId, queueOffset"),
+    ],
+)
+def test_a_stored_send_must_name_its_record(fields: dict[str, str], message: str) -> None:
+    """wire/send-headers: a send answered SUCCESS names msgId, queueId and queueOffset; the violation
+    carries the frame as received."""
+    with pytest.raises(WireViolation, match=message) as caught:
+        parse_send_response(response_for(RemotingCommand(310), 0, ext_fields=fields))
+    assert caught.value.rule == "wire/send-headers"
+    assert caught.value.frame is not None and caught.value.frame.startswith('{"code":0,"flag":1')
+    # A refusal names no record: nothing is required of it.
+    refused = parse_send_response(response_for(RemotingCommand(310), int(Code.SYSTEM_ERROR)))
+    assert refused.msg_id is None
+
+
+def test_a_pull_found_must_carry_records_and_offsets() -> None:
+    with pytest.raises(WireViolation, match="lacks suggestWhichBrokerId, nextBeginOffset") as caught:
+        parse_pull_response(response_for(RemotingCommand(11), int(Code.PULL_NOT_FOUND)))
+    assert caught.value.rule == "wire/pull-response"
+    offsets = {"suggestWhichBrokerId": "0", "minOffset": "0", "maxOffset": "3", "nextBeginOffset": "1"}
+    with pytest.raises(WireViolation, match="no records in its body"):
+        parse_pull_response(response_for(RemotingCommand(11), 0, ext_fields=offsets))
+    with pytest.raises(WireViolation) as caught:
+        parse_pull_response(response_for(RemotingCommand(11), 0, ext_fields=offsets, body=b"\x00" * 10))
+    assert caught.value.rule == "wire/record-layout" and "body of 10 bytes" in str(caught.value.frame)
+    # An error code carries nothing to check.
+    assert parse_pull_response(response_for(RemotingCommand(11), int(Code.SYSTEM_ERROR))).records == ()
+
+
+def test_describe_frame_shows_the_header_and_the_start_of_the_body() -> None:
+    cmd = response_for(RemotingCommand(11), 0, ext_fields={"a": "1"}, body=bytes(range(60)))
+    shown = describe_frame(cmd, body_bytes=4)
+    assert shown == '{"code":0,"flag":1,"opaque":0,"extFields":{"a":"1"}} + body of 60 bytes: 00010203…'
+    assert describe_frame(RemotingCommand(34, remark="x")).endswith("(no body)")
 
 
 # --- the broker's own request and the answer to it --------------------------------------------------------

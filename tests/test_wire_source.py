@@ -136,6 +136,8 @@ def test_wirecheck_expects_an_answer_to_a_bad_type_and_silence_for_unknow_spelle
 
     assert check_exchange(req("00"), None) == []
     assert [f.rule for f in check_exchange(req("00"), resp(0))] == ["wire/end-transaction"]
-    assert [f.rule for f in check_exchange(req("7"), None)] == ["wire/request-response"]
+    # wire/end-transaction: any type but UNKNOW sent two-way MUST be answered (a bad one SYSTEM_ERROR)
+    assert [f.rule for f in check_exchange(req("7"), None)] == ["wire/end-transaction"]
+    assert [f.rule for f in check_exchange(req("8"), None)] == ["wire/end-transaction"]
     assert check_exchange(req("7"), resp(1)) == []
     assert [f.rule for f in check_exchange(req("7"), resp(0))] == ["wire/end-transaction"]

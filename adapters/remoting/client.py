@@ -88,6 +88,17 @@ class ConnectionLost(RemotingError, ConnectionError):
     """The connection is closed, was lost, or was never opened; pending calls fail with this."""
 
 
+class MalformedFrame(ConnectionLost):
+    """The peer sent bytes that are not a frame (wire/frame): the stream cannot be read on, so the
+    connection is dropped and pending calls fail with this. ``frame`` shows the first bytes (hex)."""
+
+    rule = "wire/frame"
+
+    def __init__(self, message: str, frame: str) -> None:
+        super().__init__(message)
+        self.frame = frame
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -202,7 +213,10 @@ class RemotingClient:
             while True:
                 data = await self._reader.read(65536)
                 if not data:
-                    decoder.finish()
+                    try:
+                        decoder.finish()
+                    except ProtocolError as e:  # closed halfway through a frame: lost, not malformed
+                        raise ConnectionLost(f"connection to {where} closed by the peer: {e}") from None
                     raise ConnectionLost(f"connection to {where} closed by the peer")
                 for frame, cmd in decoder.feed_raw(data):
                     if self.tap is not None:
@@ -211,7 +225,9 @@ class RemotingClient:
         except ConnectionLost as e:
             self._fail_all(e)
         except ProtocolError as e:
-            self._fail_all(ConnectionLost(f"connection to {where} dropped: protocol error: {e}"))
+            raw = decoder.bad_bytes
+            shown = f"{len(raw)} bytes: {raw.hex()}" if raw else "no bytes kept"
+            self._fail_all(MalformedFrame(f"connection to {where} dropped: not a frame: {e}", shown))
         except OSError as e:
             self._fail_all(ConnectionLost(f"connection to {where} lost: {e}"))
         if self._writer is not None:

@@ -19,6 +19,7 @@ rule: wire/frame, wire/record-layout, wire/offset-msg-id
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import ipaddress
 import json
@@ -76,6 +77,17 @@ JsonValue: TypeAlias = str | int | bool | list["JsonValue"] | dict[str, "JsonVal
 
 class ProtocolError(ValueError):
     """A frame, record or field that does not follow the remoting protocol (facts §8)."""
+
+
+class WireViolation(ProtocolError):
+    """A broker's answer that a client cannot use, as a failure of the wire rule it breaks (spec/wire.md):
+    a required field missing, a value of the wrong type, a record that does not follow its layout.
+    ``frame`` is the offending frame as received (``describe_frame``)."""
+
+    def __init__(self, rule: str, message: str, frame: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.frame = frame
 
 
 class RequestCode(enum.IntEnum):
@@ -219,6 +231,20 @@ def response_for(
         body=body,
         serialize_type_current_rpc=request.serialize_type_current_rpc,
     )
+
+
+def describe_frame(cmd: RemotingCommand, *, body_bytes: int = 48) -> str:
+    """A frame as a report shows it: its header as JSON, then its body's length and first bytes in hex."""
+    header: dict[str, object] = {"code": cmd.code, "flag": cmd.flag, "opaque": cmd.opaque}
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    if cmd.ext_fields is not None:
+        header["extFields"] = dict(cmd.ext_fields)
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":"))
+    if not cmd.body:
+        return f"{text} (no body)"
+    head = cmd.body[:body_bytes].hex()
+    return f"{text} + body of {len(cmd.body)} bytes: {head}{'…' if len(cmd.body) > body_bytes else ''}"
 
 
 # --- JSON as fastjson writes it ------------------------------------------------------------------------
@@ -510,6 +536,7 @@ class FrameDecoder:
         self._buf = bytearray()
         self._max = max_frame
         self._error: ProtocolError | None = None
+        self.bad_bytes = b""  # after a ProtocolError: the first bytes of what could not be read
 
     @property
     def buffered(self) -> int:
@@ -525,8 +552,10 @@ class FrameDecoder:
             raise self._error
         self._buf += data
         out: list[tuple[bytes, RemotingCommand]] = []
+        frame = b""
         try:
             while len(self._buf) >= 4:
+                frame = b""
                 total = _frame_length(bytes(self._buf[:4]), self._max)
                 if len(self._buf) < 4 + total:
                     break
@@ -535,6 +564,8 @@ class FrameDecoder:
                 out.append((frame, _decode_payload(frame[4:])))
         except ProtocolError as e:
             self._error = e
+            # The frame whose payload could not be read, or the bytes whose length prefix could not be.
+            self.bad_bytes = (frame or bytes(self._buf))[:64]
             self._buf.clear()
             raise
         return out
@@ -1369,27 +1400,79 @@ class SendResponse:
 
 
 def parse_reply(cmd: RemotingCommand) -> Reply:
-    _expect_response(cmd)
-    return Reply(cmd.code, cmd.remark)
+    with judged(cmd, "wire/request-response"):
+        _expect_response(cmd)
+        return Reply(cmd.code, cmd.remark)
+
+
+# Send answers that mean "stored": the broker names the record it wrote (facts §8; 4.9.8
+# SendMessageProcessor.handlePutMessageResult: sendOK for PUT_OK and the flush / slave timeouts).
+STORED_CODES: Final = frozenset(
+    {Code.SUCCESS, Code.FLUSH_DISK_TIMEOUT, Code.FLUSH_SLAVE_TIMEOUT, Code.SLAVE_NOT_AVAILABLE}
+)
+# Pull answers that carry the queue's offsets (wire/pull-response: FOUND, NOT_FOUND, RETRY, OFFSET_MOVED).
+PULL_OFFSET_CODES: Final = frozenset(
+    {Code.SUCCESS, Code.PULL_NOT_FOUND, Code.PULL_RETRY_IMMEDIATELY, Code.PULL_OFFSET_MOVED}
+)
+
+
+@contextlib.contextmanager
+def judged(cmd: RemotingCommand, rule: str) -> Iterator[None]:
+    """Read ``cmd``: a ``ProtocolError`` raised inside becomes a ``WireViolation`` of ``rule`` (one that is
+    already a violation keeps its own rule), carrying the frame."""
+    try:
+        yield
+    except WireViolation as e:
+        if e.frame is None:
+            raise WireViolation(e.rule, str(e), describe_frame(cmd)) from None
+        raise
+    except ProtocolError as e:
+        raise WireViolation(rule, f"code {cmd.code} answer: {e}", describe_frame(cmd)) from None
+
+
+def _required(cmd: RemotingCommand, names: Sequence[str], rule: str, what: str) -> None:
+    missing = [n for n in names if cmd.get(n) is None]
+    if missing:
+        raise WireViolation(
+            rule, f"{what} answered {_code_name(cmd.code)} lacks {', '.join(missing)}", describe_frame(cmd)
+        )
+
+
+def _code_name(code: int) -> str:
+    try:
+        return f"{Code(code).name} ({code})"
+    except ValueError:
+        return str(code)
 
 
 def parse_send_response(cmd: RemotingCommand) -> SendResponse:
-    """The response to 10, 310 or 320 (facts §8, §10)."""
-    _expect_response(cmd)
-    msg_id = cmd.get("msgId")
-    if msg_id:
-        for m in msg_id.split(","):
-            parse_offset_msg_id(m)
-    return SendResponse(
-        code=cmd.code,
-        remark=cmd.remark,
-        msg_id=msg_id,
-        queue_id=_int_field(cmd, "queueId"),
-        queue_offset=_int_field(cmd, "queueOffset"),
-        transaction_id=cmd.get("transactionId"),
-        region=cmd.get(Prop.MSG_REGION),
-        trace_on=_bool_field(cmd, Prop.TRACE_ON),
-    )
+    """The response to 10, 310 or 320 (facts §8, §10). A stored code must name the record written: msgId,
+    queueId and queueOffset (wire/send-headers); each msgId an offset message id (wire/offset-msg-id)."""
+    with judged(cmd, "wire/send-headers"):
+        _expect_response(cmd)
+        msg_id = cmd.get("msgId")
+        if cmd.code in STORED_CODES:
+            _required(cmd, ("msgId", "queueId", "queueOffset"), "wire/send-headers", "a send")
+            if not msg_id:
+                raise WireViolation(
+                    "wire/send-headers", f"a send answered {_code_name(cmd.code)} has an empty msgId"
+                )
+        if msg_id:
+            for m in msg_id.split(","):
+                try:
+                    parse_offset_msg_id(m)
+                except ProtocolError as e:
+                    raise WireViolation("wire/offset-msg-id", f"send answer: {e}") from None
+        return SendResponse(
+            code=cmd.code,
+            remark=cmd.remark,
+            msg_id=msg_id,
+            queue_id=_int_field(cmd, "queueId"),
+            queue_offset=_int_field(cmd, "queueOffset"),
+            transaction_id=cmd.get("transactionId"),
+            region=cmd.get(Prop.MSG_REGION),
+            trace_on=_bool_field(cmd, Prop.TRACE_ON),
+        )
 
 
 @attrs.frozen
@@ -1410,18 +1493,32 @@ class PullResponse:
 
 
 def parse_pull_response(cmd: RemotingCommand) -> PullResponse:
-    """The response to PULL_MESSAGE (11); the body is decoded only for code 0 (FOUND)."""
-    _expect_response(cmd)
-    records = decode_records(cmd.body) if cmd.code == Code.SUCCESS else []
-    return PullResponse(
-        code=cmd.code,
-        remark=cmd.remark,
-        next_begin_offset=_int_field(cmd, "nextBeginOffset"),
-        min_offset=_int_field(cmd, "minOffset"),
-        max_offset=_int_field(cmd, "maxOffset"),
-        suggest_which_broker_id=_int_field(cmd, "suggestWhichBrokerId"),
-        records=tuple(records),
-    )
+    """The response to PULL_MESSAGE (11); the body is decoded only for code 0 (FOUND). A code that answers
+    about the queue carries its offsets (wire/pull-response); the records follow wire/record-layout."""
+    with judged(cmd, "wire/pull-response"):
+        _expect_response(cmd)
+        if cmd.code in PULL_OFFSET_CODES:
+            _required(
+                cmd,
+                ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"),
+                "wire/pull-response",
+                "a pull",
+            )
+        if cmd.code == Code.SUCCESS and not cmd.body:
+            raise WireViolation(
+                "wire/pull-response", "a pull answered SUCCESS (0) has no records in its body"
+            )
+        with judged(cmd, "wire/record-layout"):
+            records = decode_records(cmd.body) if cmd.code == Code.SUCCESS else []
+        return PullResponse(
+            code=cmd.code,
+            remark=cmd.remark,
+            next_begin_offset=_int_field(cmd, "nextBeginOffset"),
+            min_offset=_int_field(cmd, "minOffset"),
+            max_offset=_int_field(cmd, "maxOffset"),
+            suggest_which_broker_id=_int_field(cmd, "suggestWhichBrokerId"),
+            records=tuple(records),
+        )
 
 
 @attrs.frozen
@@ -1438,10 +1535,12 @@ class MaxOffsetResponse:
 
 
 def parse_max_offset_response(cmd: RemotingCommand) -> MaxOffsetResponse:
-    _expect_response(cmd)
-    return MaxOffsetResponse(
-        cmd.code, cmd.remark, _int_field(cmd, "offset", required=cmd.code == Code.SUCCESS)
-    )
+    """A SUCCESS names the queue's max offset (dispatch/max-offset)."""
+    with judged(cmd, "dispatch/max-offset"):
+        _expect_response(cmd)
+        return MaxOffsetResponse(
+            cmd.code, cmd.remark, _int_field(cmd, "offset", required=cmd.code == Code.SUCCESS)
+        )
 
 
 @attrs.frozen
@@ -1458,9 +1557,11 @@ class ViewMessageResponse:
 
 
 def parse_view_message_response(cmd: RemotingCommand) -> ViewMessageResponse:
-    _expect_response(cmd)
-    record = decode_record(cmd.body) if cmd.code == Code.SUCCESS else None
-    return ViewMessageResponse(cmd.code, cmd.remark, record)
+    """A SUCCESS carries one record (wire/record-layout)."""
+    with judged(cmd, "wire/record-layout"):
+        _expect_response(cmd)
+        record = decode_record(cmd.body) if cmd.code == Code.SUCCESS else None
+        return ViewMessageResponse(cmd.code, cmd.remark, record)
 
 
 @attrs.frozen
@@ -1479,15 +1580,18 @@ class QueryMessageResponse:
 
 
 def parse_query_message_response(cmd: RemotingCommand) -> QueryMessageResponse:
-    _expect_response(cmd)
-    records = decode_records(cmd.body) if cmd.code == Code.SUCCESS else []
-    return QueryMessageResponse(
-        code=cmd.code,
-        remark=cmd.remark,
-        index_last_update_timestamp=_int_field(cmd, "indexLastUpdateTimestamp"),
-        index_last_update_phyoffset=_int_field(cmd, "indexLastUpdatePhyoffset"),
-        records=tuple(records),
-    )
+    """A SUCCESS carries the records found (wire/record-layout)."""
+    with judged(cmd, "put/commit-log-lookup"):
+        _expect_response(cmd)
+        with judged(cmd, "wire/record-layout"):
+            records = decode_records(cmd.body) if cmd.code == Code.SUCCESS else []
+        return QueryMessageResponse(
+            code=cmd.code,
+            remark=cmd.remark,
+            index_last_update_timestamp=_int_field(cmd, "indexLastUpdateTimestamp"),
+            index_last_update_phyoffset=_int_field(cmd, "indexLastUpdatePhyoffset"),
+            records=tuple(records),
+        )
 
 
 @attrs.frozen
@@ -1679,12 +1783,14 @@ __all__: Sequence[str] = [
     "TopicRoute",
     "ViewMessageResponse",
     "WireRecord",
+    "WireViolation",
     "check_transaction_state_request",
     "consumer_send_msg_back_request",
     "decode_batch_body",
     "decode_frame",
     "decode_record",
     "decode_records",
+    "describe_frame",
     "encode_batch_body",
     "encode_frame",
     "encode_record",
@@ -1695,6 +1801,7 @@ __all__: Sequence[str] = [
     "heartbeat_request",
     "iter_frames",
     "json_string",
+    "judged",
     "make_record",
     "offset_msg_id",
     "parse_check_transaction_request",

@@ -27,7 +27,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -37,6 +37,7 @@ from rmqspec.conformance.contract import (
     CheckEvent,
     Clock,
     Feature,
+    ProtocolFailure,
     Response,
     TargetError,
     TargetInfo,
@@ -65,13 +66,14 @@ from rmqspec.reference.model import (
 from rmqspec.reference.properties import encode_properties
 from rmqspec.reference.records import Record, props
 
-from .client import RemotingClient, RemotingError
+from .client import MalformedFrame, RemotingClient, RemotingError
 from .codec import (
     BatchMessage,
     ProtocolError,
     RemotingCommand,
     SendMessageHeader,
     WireRecord,
+    WireViolation,
     parse_check_transaction_request,
     parse_send_response,
     send_batch_request,
@@ -198,6 +200,10 @@ class _Loop:
             self.loop.close()
 
 
+async def _parsed(call: Awaitable[RemotingCommand], parse: Callable[[RemotingCommand], T]) -> T:
+    return parse(await call)
+
+
 def _wire_to_record(w: WireRecord) -> Record:
     return w.to_reference()
 
@@ -278,8 +284,14 @@ class RemotingTarget:
         return handle
 
     def _call(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """Run one call. An answer that breaks the protocol is a ``ProtocolFailure`` of the rule it breaks
+        (with the frame); no answer within the timeout, or a connection lost first, a ``TargetError``."""
         try:
             return self._loop.run(coro, self.timeout + 1)
+        except WireViolation as e:
+            raise ProtocolFailure(f"{what}: {e}", e.rule, e.frame) from e
+        except MalformedFrame as e:
+            raise ProtocolFailure(f"{what}: {e}", e.rule, e.frame) from e
         except (RemotingError, ProtocolError, TimeoutError, OSError) as e:
             raise TargetError(f"{what}: {type(e).__name__}: {e}") from e
 
@@ -378,7 +390,7 @@ class RemotingTarget:
                     for e in b.entries
                 ]
                 cmd = send_batch_request(header, entries)
-                r = parse_send_response(self._call(c.invoke(cmd), "send batch"))
+                r = self._call(_parsed(c.invoke(cmd), parse_send_response), "send batch")
                 return self._send_response(r.code, r.remark, r.queue_id, r.queue_offset, r.msg_id)
             case Pull(topic=topic, queue_id=q, offset=off, max_msgs=n, group=g):
                 p = self._call(c.pull(ns.group(g), ns.topic(topic), q, off, max_msg_nums=n), "pull")

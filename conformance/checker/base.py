@@ -144,6 +144,7 @@ class CheckerBase:
         self.total = 0
         self.unknown_outcomes = 0
         self.last_time = 0
+        self.last_answered = 0  # the latest answer (or check request) the target gave: it was working
         # Operations by the index of their invoke: when each began and completed (event index, time).
         self.invoked_at: dict[int, int] = {}
         self.completed: dict[int, tuple[int, int]] = {}

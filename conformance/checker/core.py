@@ -9,6 +9,8 @@ know, or an answer it cannot judge is itself an anomaly of a ``history/...`` rul
 
 from __future__ import annotations
 
+import attrs
+
 from rmqspec.reference.model import (
     ConsumerSendBack,
     EndTx,
@@ -20,12 +22,14 @@ from rmqspec.reference.model import (
     SendBatch,
     ViewMessage,
 )
+from rmqspec.reference.records import Record
 
 from ..codec import OP_KINDS, RESTART, CodecError, check_from_json, event_op, response_from_json
 from ..contract import Response
 from ..history import TYPES, Event
 from .base import Completion, Pending
 from .operations import OperationsMixin
+from .records import restore_case
 from .verdict import CHECK_KINDS, Verdict
 
 
@@ -77,6 +81,11 @@ class Checker(OperationsMixin):
         except CodecError as err:
             self.malformed(e, f"check: {err}")
             return
+        self.last_answered = max(self.last_answered, e.time)
+        fixed, names = restore_case(c.message)
+        if names:
+            self.report_case(fixed, names, e)
+            c = attrs.evolve(c, message=fixed)
         self.advance(e.time)
         self.on_check(c, e)
 
@@ -146,8 +155,22 @@ class Checker(OperationsMixin):
         self.advance(e.time)
         if e.type == "info":
             self.unknown_outcome(inv)
+            rule = e.value.get("rule") if isinstance(e.value, dict) else None
+            if isinstance(rule, str) and rule:
+                # The target answered, but not as the protocol says (a field missing, a frame that
+                # cannot be read): a failure of that rule. What the operation did stays unknown, so what
+                # the target later shows of its message and topic follows from this one.
+                error = e.value.get("error")
+                root = self.report(
+                    "malformed-answer",
+                    rule,
+                    e.index,
+                    f"{inv.f}: {error if isinstance(error, str) else 'an answer that breaks the protocol'}",
+                )
+                self.cannot_replay(inv, root)
             return
         self.completed[inv.index] = (e.index, e.time)
+        self.last_answered = max(self.last_answered, e.time)
         if entry.complete is not None:
             if inv.f == RESTART:
                 entry.complete(Response(0), e)
@@ -167,8 +190,31 @@ class Checker(OperationsMixin):
                         x.optional = True
                         self.mixed_queues.add(x.queue)
                 else:
-                    entry.complete(resp, e)
+                    entry.complete(self.restored(resp, e), e)
         self.judge_waiting(inv.index)
+
+    def restored(self, resp: Response, e: Event) -> Response:
+        """The answer with each record's RocketMQ property names back in their case, each renaming
+        reported once (put/stored-properties): what follows is judged on what the target stored."""
+        if not resp.records:
+            return resp
+        out = []
+        for r in resp.records:
+            fixed, names = restore_case(r)
+            if names:
+                self.report_case(fixed, names, e)
+            out.append(fixed)
+        return attrs.evolve(resp, records=tuple(out))
+
+    def report_case(self, r: Record, names: tuple[str, ...], e: Event) -> None:
+        self.report(
+            "wrong-properties",
+            "put/stored-properties",
+            e.index,
+            f"{r.uniq_key} in {r.topic}: property names in another case than the message was sent with: "
+            + ", ".join(f"{n} for {n.upper()}" for n in names),
+            uniq=r.uniq_key,
+        )
 
     def unknown_outcome(self, inv: Event) -> None:
         """The operation may or may not have happened: what it wrote is optional, and its queue's

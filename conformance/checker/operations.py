@@ -155,11 +155,16 @@ class OperationsMixin(PullsMixin):
         offset_known = offset_known and not (self.shared and stored in SYSTEM_TOPICS)
         want_offset = self.target_offset((stored, rec.queue_id), obs.queue_offset)
         if (offset_known and queue_offset != want_offset) or queue_id != obs.queue_id:
+            excess = (
+                queue_offset - want_offset if queue_id == obs.queue_id and queue_offset is not None else 0
+            )
+            rule, note = self.excess_rule((stored, rec.queue_id), excess, "put/send-result")
             self.report(
                 "wrong-send-result",
-                "put/send-result",
+                rule,
                 e.index,
-                f"send result of {uniq}: queue {queue_id} offset {queue_offset}, expected {obs.queue_id}/{want_offset}",
+                f"send result of {uniq}: queue {queue_id} offset {queue_offset}, expected "
+                f"{obs.queue_id}/{want_offset}{note}",
                 queues=[(stored, rec.queue_id)],
             )
         msg_id = resp.fields.get("msg_id")

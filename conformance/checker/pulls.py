@@ -28,6 +28,7 @@ from ..codec import code_name
 from ..contract import Response
 from ..history import Event
 from .base import Completion, Queue
+from .records import placement_rule
 from .transactions import TransactionsMixin
 
 
@@ -294,12 +295,16 @@ class PullsMixin(TransactionsMixin):
             ceiling = self.ceiling(queue)
             if got is None or got < floor or (ceiling is not None and got > ceiling):
                 top = "∞" if ceiling is None else str(ceiling)
+                excess = 0  # how many more entries (fewer, when negative) than the model's allow
+                if got is not None:
+                    excess = got - floor if got < floor else (got - ceiling if ceiling is not None else 0)
+                rule, note = self.excess_rule(queue, excess, "dispatch/max-offset")
                 self.report(
                     "wrong-max-offset",
-                    "dispatch/max-offset",
+                    rule,
                     e.index,
                     f"GET_MAX_OFFSET of {op.topic}:{op.queue_id} answered {got}; the queue held between "
-                    f"{floor} and {top} entries",
+                    f"{floor} and {top} entries{note}",
                     queues=[queue],
                 )
 
@@ -342,11 +347,18 @@ class PullsMixin(TransactionsMixin):
             if a != b
         ]
         if diffs:
+            # The same message in another place: the rule that says where the model stored it.
+            placed = placement_rule(r, want) if set(diffs) <= {"topic", "queue"} else None
             self.report(
                 "wrong-lookup-result",
-                "put/commit-log-lookup",
+                placed or "put/commit-log-lookup",
                 e.index,
-                f"{what} returned {r.uniq_key} with another {', '.join(diffs)} than the model's record",
+                f"{what} returned {r.uniq_key} with another {', '.join(diffs)} than the model's record"
+                + (
+                    f" (stored in {r.topic}:{r.queue_id}, the model stores it in {want.topic}:{want.queue_id})"
+                    if placed
+                    else ""
+                ),
                 uniq=r.uniq_key,
             )
 
@@ -409,11 +421,23 @@ class PullsMixin(TransactionsMixin):
                     else:
                         self.compare_lookup(r, self.known_record(r), "QUERY", e)
                 return
+            rule, note = "put/commit-log-lookup", ""
+            held = [x for x in self.schedule_pending(op.uniq_key) if x.topic == op.topic]
+            if (
+                resp.code == int(Code.SUCCESS)
+                and held
+                and any(r.uniq_key == op.uniq_key for r in resp.records)
+            ):
+                # Found in its topic while the model holds it in the schedule topic: stored at once.
+                rule, note = (
+                    "put/delay-eligibility",
+                    " (the model holds it in the schedule topic until it is due)",
+                )
             self.report(
                 "wrong-response",
-                "put/commit-log-lookup",
+                rule,
                 e.index,
-                f"QUERY of {op.uniq_key} in {op.topic}: {code_name(resp.code)}, expected {want}",
+                f"QUERY of {op.uniq_key} in {op.topic}: {code_name(resp.code)}, expected {want}{note}",
                 uniq=op.uniq_key,
             )
 

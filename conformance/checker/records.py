@@ -12,16 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+import attrs
+
 from rmqspec.reference.constants import (
     DLQ_PREFIX,
+    HALF_TOPIC,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
     Prop,
 )
 from rmqspec.reference.observations import Discarded
-from rmqspec.reference.records import Props, Record
+from rmqspec.reference.records import Props, Record, props
 
 from ..history import Event
 from ..timer_windows import TIMER_CLOCK_PROPERTIES, timer_property_problems
@@ -82,6 +86,50 @@ def where(r: Record) -> str:
     return f"{r.topic}:{r.queue_id} offset {r.queue_offset}"
 
 
+# The names RocketMQ gives the properties it reads or writes itself (MessageConst), in their case.
+SYSTEM_PROPERTY_NAMES: Final = frozenset(
+    v for k, v in vars(Prop).items() if not k.startswith("_") and isinstance(v, str)
+)
+
+
+def restore_case(r: Record) -> tuple[Record, tuple[str, ...]]:
+    """A record whose broker wrote RocketMQ's own property names in another case (``uniq_key`` for
+    ``UNIQ_KEY``), with those names restored, and the names as the broker wrote them; the record itself
+    and () when there are none. The checker reports the renaming once (put/stored-properties) and then
+    follows the target: the message is the one its UNIQ_KEY names, whatever the case."""
+    renamed = {
+        k: k.upper()
+        for k in r.properties
+        if k != k.upper() and k.upper() in SYSTEM_PROPERTY_NAMES and k.upper() not in r.properties
+    }
+    if not renamed:
+        return r, ()
+    fixed = props({renamed.get(k, k): v for k, v in r.properties.items()})
+    return attrs.evolve(r, properties=fixed), tuple(renamed)
+
+
+def early_rule(x: Expectation, r: Record) -> str:
+    """The rule an early copy breaks. A delayed message's copy is judged by the schedule's timing, unless
+    it never went through the schedule topic: a delivered copy always carries ``REAL_TOPIC``
+    (schedule/delivered-copy), so one without it was stored as it was sent, at once: the broker did not
+    rewrite it for delay (put/delay-eligibility)."""
+    if x.rule == "schedule/due-time" and Prop.REAL_TOPIC not in r.properties:
+        return "put/delay-eligibility"
+    return x.rule
+
+
+def placement_rule(got: Record, model: Record) -> str | None:
+    """The rule a message stored in another place than the model's breaks (the same message, another
+    topic or queue), by where the model stored it; None: no rule more precise than the lookup's."""
+    if model.topic == SCHEDULE_TOPIC:
+        # In its own topic: never rewritten for delay; elsewhere: rewritten to the wrong place.
+        own = got.topic == model.properties.get(Prop.REAL_TOPIC)
+        return "put/delay-eligibility" if own else "put/delay-schedule-queue"
+    if model.topic == HALF_TOPIC:
+        return "transaction/half-message"
+    return None
+
+
 class RecordsMixin(OrderMixin):
     def on_record(self, r: Record, e: Event) -> None:
         uniq = r.uniq_key or ""
@@ -127,7 +175,7 @@ class RecordsMixin(OrderMixin):
         if r.store_timestamp < x.earliest or seen_at < x.earliest:
             self.report(
                 "early-delivery",
-                x.rule,
+                early_rule(x, r),
                 e.index,
                 f"{uniq} visible in {topic} at store time {r.store_timestamp}, "
                 f"{x.earliest - min(r.store_timestamp, seen_at)} ms before it may be",
@@ -350,7 +398,7 @@ class RecordsMixin(OrderMixin):
             x = next(x for x in scheduled if x.model.reconsume_times == r.reconsume_times)
             self.report(
                 "early-delivery",
-                x.rule,
+                early_rule(x, r),
                 e.index,
                 f"{uniq} visible in {topic} at store time {r.store_timestamp}, before it is due",
                 uniq=uniq,
@@ -373,7 +421,7 @@ class RecordsMixin(OrderMixin):
             x = scheduled[0]
             self.report(
                 "early-delivery",
-                x.rule,
+                early_rule(x, r),
                 e.index,
                 f"{uniq} visible in {topic} before it is due",
                 uniq=uniq,
@@ -410,6 +458,50 @@ class RecordsMixin(OrderMixin):
             for x in seen
             for start, _ in self.restarts
         )
+
+    def held_back(self, queue: tuple[str, int]) -> int:
+        """How many messages the model holds in the schedule topic for ``queue`` (not delivered yet)."""
+        delivered = self.delivered_sources
+        n = 0
+        for level in range(self.state.config.max_delay_level):
+            for clo, _size, _tags in self.state.store.cq(SCHEDULE_TOPIC, level):
+                rec = self.state.store.lookup(clo)
+                if rec is None or clo in delivered or clo in self.phantoms:
+                    continue
+                p = rec.properties
+                if p.get(Prop.REAL_TOPIC) == queue[0] and p.get(Prop.REAL_QID) == str(queue[1]):
+                    n += 1
+        return n
+
+    def committed_in(self, queue: tuple[str, int]) -> int:
+        """How many messages END_TRANSACTION commits wrote to ``queue`` in the model."""
+        n = 0
+        for clo, _size, _tags in self.state.store.cq(*queue):
+            rec = self.state.store.lookup(clo)
+            if rec is not None and rec.sys_flag & 0xC == TRANSACTION_COMMIT_TYPE:
+                n += 1
+        return n
+
+    def excess_rule(self, queue: tuple[str, int], excess: int, rule: str) -> tuple[str, str]:
+        """The rule for a queue that holds ``excess`` more entries than the model's (fewer, when negative):
+        when the model holds at least as many delayed messages back for it, the likeliest cause is that the
+        broker stored them at once (put/delay-eligibility); when it lacks no more entries than the model's
+        commits wrote there, that the commits stored nothing (transaction/committed-message). The note
+        says so. Else ``rule``, and no note."""
+        held = self.held_back(queue) if excess > 0 else 0
+        if 0 < excess <= held:
+            return (
+                "put/delay-eligibility",
+                f" (the model holds {held} delayed message(s) for this queue in the schedule topic: stored "
+                "at once?)",
+            )
+        committed = self.committed_in(queue) if excess < 0 else 0
+        if 0 < -excess <= committed:
+            return (
+                "transaction/committed-message",
+                f" (the model's commits wrote {committed} message(s) to this queue: never stored?)",
+            )
+        return rule, ""
 
     def schedule_pending(self, uniq: str) -> list[Expectation]:
         """Deliveries the model has not made yet: the copies of ``uniq`` still in the schedule queue."""

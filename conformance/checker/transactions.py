@@ -148,7 +148,11 @@ class TransactionsMixin(RecordsMixin):
             )
 
     def overdue_checks(self, t: int) -> None:
+        """Report the checks due by ``t`` that never came. An absence is evidence only while the broker is
+        known to answer: a check is judged missing once something the broker did after its window (an
+        answer, a check request) shows that it was still working, never from silence alone."""
         keep = []
+        t = min(t, self.last_answered)
         for when, req in self.expected_checks:
             if when + self.eps + self.run_slack_ms < t:
                 self.count("checks")

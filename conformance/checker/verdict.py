@@ -22,6 +22,11 @@ ANOMALIES: Final[Mapping[str, tuple[str, str]]] = {
     "malformed-history": ("history/well-formed", "an event the checker cannot read as a history event"),
     "unknown-operation": ("history/known-operations", "an operation kind the checker does not know"),
     "unjudged-answer": ("history/judged-answers", "an answer the checker cannot judge"),
+    # the protocol (the rule the adapter named: a wire/... rule, or the rule defining the answer)
+    "malformed-answer": (
+        "wire/request-response",
+        "an answer a client cannot use: a field missing or of the wrong type, a frame that cannot be read",
+    ),
     # when things become visible
     "early-delivery": ("schedule/due-time", "visible before it may be"),
     "late-delivery": ("schedule/due-time", "visible, or still missing, after its window closed"),
@@ -59,6 +64,12 @@ ANOMALIES: Final[Mapping[str, tuple[str, str]]] = {
     "wrong-check-message": ("wire/check-request", "a check carries another message than the half's"),
     "check-after-resolution": ("transaction/check-resolved", "a check of a committed or rolled-back message"),
 }
+
+# Anomalies about a CHECK_TRANSACTION_STATE the broker sent (or did not): what they show concerns the
+# broker's check requests, whatever event they are reported at.
+CHECK_ANOMALIES: Final = frozenset(
+    {"early-check", "missing-check", "wrong-check-times", "wrong-check-message", "check-after-resolution"}
+)
 
 # What a verdict counts in ``checked``: each a kind of comparison with the model that was made.
 CHECK_KINDS: Final = (
