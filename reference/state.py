@@ -134,6 +134,13 @@ class BrokerState:
     tx_discardable: frozenset[str] = frozenset()
     # Half-queue offsets checked outside the model's runs (transaction.check_now): a later run passes them.
     tx_checked_aside: frozenset[int] = frozenset()
+    # A broker other producers share (a checker's reading of one client's history): records the model does
+    # not see may lie in the half queue before each record, born as late as that record was stored, and one
+    # younger than the timeout stops a run there. ``tx_stored_by``: half offset -> the latest time the
+    # broker may have stored the record (its send's answer); otherwise its store time.
+    # rule: transaction/check-timeout
+    tx_hidden_producers: bool = False
+    tx_stored_by: immutables.Map[int, int] = attrs.field(factory=immutables.Map)
     # 5.x op batch service: entries "<offset>," not yet written, and when the last op was written (None
     # until the first END_TRANSACTION creates the queue's context).
     tx_op_pending: tuple[str, ...] = ()

@@ -471,6 +471,8 @@ def _go(
             and not state.producers.get(half.properties.get(Prop.PGROUP, ""), 0)
         ):
             break  # rule: transaction/check-no-producer
+        if need and may_be_held(state, i, half, clock, sem):
+            break  # a record the model does not see may stop the run before this one
         if need:
             state, copy = _put_back(state, half, msg_props, clock, sem)
             events.append(_check_request(state, copy, half))
@@ -491,6 +493,23 @@ def _go(
         due = half.born_timestamp + immunity + 1
         return _suspend(state, run, i, new_off, min(due, limit) if due > clock else limit, True, events)
     return _finish(state, run, new_off, clock), events
+
+
+def may_be_held(state: BrokerState, i: int, half: Record, clock: int, sem: Semantics) -> bool:
+    """Whether, on a broker other producers share, a record the model does not see MAY stop a run at
+    ``clock`` before the due record ``half`` at half offset ``i``.
+
+    Such a record lies before ``half`` in the half queue, so it was stored before it and born no later
+    than that (its producer's clock is the broker's): born at the latest when ``half`` was stored (or when
+    the run began, if earlier). Without CHECK_IMMUNITY_TIME_IN_SECONDS, and still younger than the timeout,
+    it stops the run (TransactionalMessageServiceImpl.check: ``break`` on ``0 <= age < timeout``, at
+    4.9.0-4.9.8 and 5.x). The run MAY also pass it: no such record may be there. A broker the model sees
+    whole (``tx_hidden_producers`` False) is never held so. rule: transaction/check-timeout
+    """
+    if not state.tx_hidden_producers:
+        return False
+    stored = min(state.tx_stored_by.get(i, half.store_timestamp), clock)
+    return sem.check_holds(clock - stored, state.config.transaction_timeout_ms)
 
 
 def _suspend(

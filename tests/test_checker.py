@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
 from rmqspec.conformance.checker import Checker, Verdict, check_history
 from rmqspec.conformance.history import Event, RecordingTarget
@@ -196,3 +198,53 @@ def test_a_round_may_have_begun_at_its_first_request_when_the_earliest_reading_f
     last = events[-1]
     late = [*events[:-1], attrs.evolve(last, time=last.time + 3000)]
     assert check_history(late, config, epsilon_ms=1000, shared=True).valid == "fail"
+
+
+def _held_up_history(other_producer: bool) -> tuple[list[Event], BrokerConfig]:
+    """One client's history on a broker another producer shares (logical clock, phase 4200 + 5000 k).
+
+    `H` is born at +1000 and its send is answered at +1400; the other producer's `Y`, born at +1300, is
+    stored before `H` (``other_producer``). At the run at +4200 `H` is due (3200 ms old) and `Y` is not
+    (2900 ms): the run stops at `Y` (TransactionalMessageServiceImpl.check's ``break``), and `H` is checked
+    by the run at +9200. Without `Y` the run at +4200 checks it. The history holds `H`'s client only."""
+    from rmqspec.reference.model import Heartbeat
+
+    cfg = BrokerConfig(transaction_timeout_ms=3000, transaction_check_interval_ms=5000)
+    broker = InProcessTarget(Model(cfg, check_phase_ms=(EPOCH + 4200) % 5000))
+    mine = RecordingTarget(broker)
+    mine.execute(Heartbeat("PG"))
+    broker.execute(Heartbeat("OG"))
+    if other_producer:
+        broker.advance_to(EPOCH + 1350)
+        y = Message(
+            "TxY", b"y", props(UNIQ_KEY="Y", TRAN_MSG="true", PGROUP="OG"), born_timestamp=EPOCH + 1300
+        )
+        broker.execute(Send(y))
+    mine.advance_to(EPOCH + 1400)
+    h = Message("TxH", b"h", props(UNIQ_KEY="H", TRAN_MSG="true", PGROUP="PG"), born_timestamp=EPOCH + 1000)
+    mine.execute(Send(h))
+    mine.advance_to(EPOCH + 9300)
+    events = [e for e in mine.events if e.f != "check" or e.value["message"]["properties"]["UNIQ_KEY"] == "H"]
+    invoke = next(i for i, e in enumerate(events) if e.f == "send_half")
+    events[invoke] = attrs.evolve(events[invoke], time=EPOCH + 1000)  # sent when born, answered at +1400
+    return [attrs.evolve(e, index=i) for i, e in enumerate(events)], cfg
+
+
+def test_another_producers_younger_record_may_hold_up_a_check_on_a_shared_broker() -> None:
+    """transaction/check-timeout on a shared broker: a record the history does not show may stop a run
+    before a due one, until that one's store time plus the timeout; the checker accepts the check at
+    either run, and only on a shared broker."""
+    held, cfg = _held_up_history(other_producer=True)
+    passed, _ = _held_up_history(other_producer=False)
+    assert [e.time - EPOCH for e in held if e.f == "check"] == [9200]
+    assert [e.time - EPOCH for e in passed if e.f == "check"] == [4200, 9200]
+    for events in (held, passed):
+        v = check_history(events, cfg, epsilon_ms=100, shared=True)
+        assert v.valid == "pass", v.summary()
+    # A broker of its own has no other producer: the run at +4200 must check H.
+    alone = check_history(held, cfg, epsilon_ms=100, shared=False)
+    assert alone.valid == "fail" and "missing-check" in {a.name for a in alone.anomalies}, alone.summary()
+    # Held longer than a record stored before H's answer can hold it: a run later still is missing one.
+    late = [attrs.evolve(e, time=e.time + 5000) if e.f == "check" else e for e in held]
+    v = check_history(late, cfg, epsilon_ms=100, shared=True)
+    assert v.valid == "fail" and "missing-check" in {a.name for a in v.anomalies}, v.summary()

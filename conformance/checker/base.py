@@ -122,6 +122,8 @@ class CheckerBase:
         # shows): if not, what a run writes may come up to one interval after the model's run.
         self.check_phase_known = check_phase_known
         self.state: BrokerState = self.model.initial()
+        if shared:  # other producers' half messages may hold up a run (transaction.may_be_held)
+            self.state = attrs.evolve(self.state, tx_hidden_producers=True)
         self.eps = epsilon_ms
         self.model_time: int | None = None
         self.queue_hints = queue_hints or {}  # send with queue < 0 -> the queue its result names

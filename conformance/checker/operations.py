@@ -180,6 +180,10 @@ class OperationsMixin(PullsMixin):
             self.bind(msg_id_offset(str(msg_id)), rec.commit_log_offset)
         if half and queue_offset is not None:
             self.half_table_target_to_model[queue_offset] = rec.queue_offset
+        if half and self.state.tx_hidden_producers:  # stored by its answer, at the latest
+            self.state = attrs.evolve(
+                self.state, tx_stored_by=self.state.tx_stored_by.set(rec.queue_offset, e.time)
+            )
 
     def apply_send_batch(self, inv: Event, op: SendBatch) -> Completion:
         b: Batch = op.batch
