@@ -16,9 +16,9 @@ import platform
 import sys
 import time
 
-from benchmarks import cluster, conformance, model_ops, summary, timer, traces
+from benchmarks import cluster, conformance, model_ops, real, summary, timer, traces
 
-BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer")
+BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer", "real")
 
 
 def _cpu_model() -> str:
@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.main(args.quick)
     if "timer" in chosen:
         timer.main(args.quick)
+    if "real" in chosen:
+        real.main(args.quick)
     seconds = time.perf_counter() - start
     print(f"benchmarks: {seconds:.0f} s")
     print(f"== issue 15: every measure beside its goal ({'quick' if args.quick else 'full'} size) ==")
