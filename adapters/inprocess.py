@@ -97,7 +97,8 @@ class WallClockTarget:
         self.model = model or Model()
         self.state = self.model.initial()
         self._lock = threading.RLock()
-        self._last = self._clock()
+        self._last = self._clock()  # the wall time the services have run up to
+        self._skew = 0  # the broker's clock minus the wall clock (skew_clock)
         self._checks: list[CheckEvent] = []
         self._info = TargetInfo(
             name=name,
@@ -119,10 +120,18 @@ class WallClockTarget:
     def now(self) -> int:
         return self._clock()
 
+    def skew_clock(self, ms: int) -> None:
+        """Step the broker's clock by ``ms`` (negative: back, as NTP may); the wall clock goes on. The
+        services run on from the wall time they reached, on the stepped clock, as in process."""
+        with self._lock:
+            self._catch_up()
+            self._skew += ms
+
     def _catch_up(self) -> int:
+        """Run the services up to now; the broker's time now (the wall clock plus the steps)."""
         now = self._clock()
         if now > self._last:
-            self.state, events = self.model.advance(self.state, self._last, now)
+            self.state, events = self.model.advance(self.state, self._last + self._skew, now + self._skew)
             self._last = now
             self._checks.extend(
                 CheckEvent(
@@ -135,7 +144,7 @@ class WallClockTarget:
                 for e in events
                 if isinstance(e, CheckRequest) and e.sent
             )
-        return now
+        return now + self._skew
 
     def advance_to(self, t: int) -> list[CheckEvent]:
         import time
@@ -161,7 +170,7 @@ class WallClockTarget:
             if config is not None:
                 self.model = attrs.evolve(self.model, config=config)
                 self.state = attrs.evolve(self.state, config=config)
-            self.state = self.model.restart(self.state, self._clock())
+            self.state = self.model.restart(self.state, self._clock() + self._skew)
 
     def close(self) -> None:
         pass

@@ -42,7 +42,13 @@ class Feature(enum.StrEnum):
     QUERY = "query"
     RESTART = "restart"
     HEARTBEAT = "heartbeat"
-    CLOCK_SKEW = "clock-skew"  # the suite can step the broker's clock (``skew_clock``); in-process only
+    # The suite can step the broker's clock (``skew_clock``): in process, the served reference, and a real
+    # broker started under libfaketime (adapters/apache/clock.py).
+    CLOCK_SKEW = "clock-skew"
+    # The example steps the clock by less than a wall clock can show: a step back of a few milliseconds
+    # is over before a wall-clock suite's next request lands (steps come some milliseconds apart, and
+    # the broker's clock runs on meanwhile). Logical clocks only.
+    FINE_CLOCK = "fine-clock"
     # The scenario leaves its broker in a state no other scenario may share (a stuck timer, a stray op
     # message): it runs on a broker of its own, which only a target that starts brokers can give.
     OWN_BROKER = "own-broker"
@@ -66,7 +72,7 @@ class Feature(enum.StrEnum):
 
 ALL_FEATURES = frozenset(Feature)
 # What only a logical clock offers: a wall-clock target never has these.
-LOGICAL_ONLY = frozenset({Feature.CLOCK_SKEW, Feature.CHECK_PHASE})
+LOGICAL_ONLY = frozenset({Feature.FINE_CLOCK, Feature.CHECK_PHASE})
 
 
 @attrs.frozen

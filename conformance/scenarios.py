@@ -198,6 +198,17 @@ def wire_features(op: str, step: Mapping[str, Any]) -> set[Feature]:
     return out
 
 
+# The smallest clock step a wall-clock suite can show: the steps around it come some milliseconds apart
+# and a broker's clock runs on in between, so a smaller step back changes nothing the next step can see.
+WALL_SKEW_RESOLUTION_MS = 1000
+
+
+def _fine_skew(args: object) -> bool:
+    """A ``skew`` step's change is finer than a wall clock shows (Feature.FINE_CLOCK)."""
+    ms = args.get("ms", 0) if isinstance(args, Mapping) else 0
+    return isinstance(ms, int) and abs(ms) < WALL_SKEW_RESOLUTION_MS
+
+
 class ScenarioError(ValueError):
     """A scenario that cannot be run as written (unknown key, bad reference); names the step."""
 
@@ -306,6 +317,8 @@ def make_scenario(
         if ops[0] == "send" and "DELAY" in (step["send"] or {}).get("props", {}):
             features.add(Feature.DELAY)
         features |= wire_features(ops[0], step)
+        if ops[0] == "skew" and _fine_skew(step["skew"]):
+            features.add(Feature.FINE_CLOCK)
     for f in data.get("features", []):
         try:
             features.add(Feature(f))

@@ -96,8 +96,9 @@ class WallTarget(Protocol):
     @property
     def features(self) -> frozenset[Feature]: ...
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> Deployment:
+    def open(self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False) -> Deployment:
         """A broker with ``config``. ``exclusive``: one nobody else uses (a scenario that restarts it).
+        ``skewable``: one whose clock its target can step (``skew_clock``; feature clock-skew).
         Raises CannotDeploy when this target cannot have those settings, TargetError when the broker
         could not be started or reached."""
         ...
@@ -627,7 +628,7 @@ def run_wall(
         except ValueError as e:
             finished(ScenarioResult(s, "skip", str(e)))
             continue
-        if Feature.RESTART in s.features or Feature.OWN_BROKER in s.features:
+        if s.features & {Feature.RESTART, Feature.OWN_BROKER, Feature.CLOCK_SKEW}:
             exclusive.append((s, cfg))
         else:
             groups[cfg].append(s)
@@ -681,7 +682,7 @@ def run_wall(
 
     def own_broker(s: Scenario, cfg: BrokerConfig) -> None:
         try:
-            dep = wt.open(cfg, exclusive=True)
+            dep = wt.open(cfg, exclusive=True, skewable=Feature.CLOCK_SKEW in s.features)
         except CannotDeploy as e:
             each([s], "skip", str(e))
             return

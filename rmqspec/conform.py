@@ -479,8 +479,10 @@ class FaultServed:
     def features(self) -> frozenset[Feature]:
         return self.served.features
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
-        dep = self.served.open(config, exclusive=exclusive)
+    def open(
+        self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
+    ) -> RemotingDeployment:
+        dep = self.served.open(config, exclusive=exclusive, skewable=skewable)
         proxy = FaultProxy(dep.profile.host, dep.profile.port, self.wire)
         host, port = proxy.__enter__()
 
@@ -489,7 +491,11 @@ class FaultServed:
             dep.close()
 
         return RemotingDeployment(
-            attrs.evolve(dep.profile, host=host, port=port), dep.name, restarter=dep.restarter, closer=close
+            attrs.evolve(dep.profile, host=host, port=port),
+            dep.name,
+            restarter=dep.restarter,
+            closer=close,
+            skewer=dep.skewer,
         )
 
 

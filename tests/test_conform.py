@@ -110,7 +110,7 @@ def test_the_scenario_dump_validates_against_its_json_schema(tmp_path: Path) -> 
     assert doc["codes"]["PULL_NOT_FOUND"] == 19 and doc["codes"]["SUCCESS"] == 0
     logical = [s["id"] for s in doc["scenarios"] if s["logical_only"]]
     assert logical and all(
-        set(s["features"]) & {"check-phase", "clock-skew"} for s in doc["scenarios"] if s["logical_only"]
+        set(s["features"]) & {"check-phase", "fine-clock"} for s in doc["scenarios"] if s["logical_only"]
     )
     # a step with two operations is refused by the schema
     bad = json.loads(json.dumps(doc))

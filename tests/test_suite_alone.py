@@ -65,7 +65,7 @@ class _Wall:
     epsilon_ms: int = 0
     features: frozenset[Feature] = ALL_FEATURES
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> _Deployment:
+    def open(self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False) -> _Deployment:
         return _Deployment(config, self.log, self.lock)
 
 

@@ -52,7 +52,7 @@ from rmqspec.reference.config import BrokerConfig
 from ..remoting.client import RemotingClient, RemotingError
 from ..remoting.codec import ProtocolError, RemotingCommand
 from ..remoting.profile import TargetProfile
-from . import logconfig, netns
+from . import clock, logconfig, netns
 from .config import BrokerConfError, broker_conf, check_logged, model_keys, parse_properties_text, render
 from .maven import ResolveError, cache_root, resolve
 from .versions import DEFAULT_VERSION, ApacheVersion, UnknownVersion, pinned
@@ -302,8 +302,22 @@ class ApacheBroker:
         cache: Path | None = None,
         proxy: bool = False,
         grpc_port: int = DEFAULT_GRPC_PORT,
+        skewable: bool = False,
     ) -> None:
         self.row: ApacheVersion = pinned(version)
+        # skewable: its JVM runs under libfaketime, so that skew_clock can step its clock (clock.py)
+        self.faketime: Path | None = None
+        if skewable:
+            try:
+                self.faketime = clock.libfaketime()
+            except clock.ClockError as e:
+                raise BrokerError(str(e)) from None
+            if self.faketime is None:
+                raise BrokerError(
+                    "a broker whose clock rmqspec steps needs libfaketime (Linux: apt-get install libfaketime, "
+                    f"or name the library in {clock.ENV})"
+                )
+        self.skew_ms = 0
         if proxy and not self.row.proxy:
             raise BrokerError(f"Apache RocketMQ {version} has no proxy (rocketmq-proxy is a 5.x artifact)")
         # proxy: run rocketmq-proxy in local mode, which embeds this broker and serves gRPC on grpc_port
@@ -549,6 +563,11 @@ class ApacheBroker:
         log = d / "logs" / "broker.log"
         offset = log.stat().st_size if log.exists() else 0
         env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
+        if self.faketime is not None:
+            offset_file = d / clock.OFFSET_FILE
+            if not offset_file.exists():
+                clock.write_offset(offset_file, self.skew_ms)
+            env.update(clock.environment(self.faketime, offset_file))
         t0 = time.monotonic()
         console_log = d / "logs" / "console.log"
         console_offset = console_log.stat().st_size if console_log.exists() else 0
@@ -600,6 +619,14 @@ class ApacheBroker:
                 + "; ".join(problems)
             )
         return self.host, self.port
+
+    def skew_clock(self, ms: int) -> None:
+        """Step the broker's clock by ``ms`` (negative: back, as NTP may); it reads the new offset at its
+        next reading of the clock. Only a broker started ``skewable``."""
+        if self.faketime is None or self.dir is None:
+            raise BrokerError(f"broker {self.version} was not started with a clock rmqspec can step")
+        self.skew_ms += ms
+        clock.write_offset(self.dir / clock.OFFSET_FILE, self.skew_ms)
 
     def _write_state(self) -> None:
         assert self.dir is not None and self._pid is not None and self.host is not None

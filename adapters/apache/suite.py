@@ -18,6 +18,7 @@ from rmqspec.conformance.contract import Feature, Target, TargetError
 from rmqspec.conformance.suite import CannotDeploy
 from rmqspec.reference.config import BrokerConfig
 
+from . import clock
 from .config import BrokerConfError, model_keys
 from .launcher import ApacheBroker, BrokerError
 from .versions import UnknownVersion, pinned
@@ -44,7 +45,14 @@ class ApacheDeployment:
         return self.broker.target_profile(timeout_s=self.timeout_s, epsilon_ms=self.epsilon_ms)
 
     def target(self) -> Target:
-        return RemotingTarget(self.profile(), name=self.name, restarter=self._restart_with)
+        skewer = self._skew if self.broker.faketime is not None else None
+        return RemotingTarget(self.profile(), name=self.name, restarter=self._restart_with, skewer=skewer)
+
+    def _skew(self, ms: int) -> None:
+        try:
+            self.broker.skew_clock(ms)
+        except BrokerError as e:
+            raise TargetError(str(e)) from None
 
     def _restart_with(self, config: BrokerConfig | None) -> None:
         try:
@@ -81,9 +89,20 @@ class ApacheTarget:
 
     @property
     def features(self) -> frozenset[Feature]:
-        return RemotingTarget.features_of(self.profile) | {Feature.RESTART, Feature.OWN_BROKER}
+        skew = {Feature.CLOCK_SKEW} if self.can_skew else set()
+        return RemotingTarget.features_of(self.profile) | {Feature.RESTART, Feature.OWN_BROKER} | skew
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> ApacheDeployment:
+    @property
+    def can_skew(self) -> bool:
+        """A broker's clock can be stepped here: libfaketime is installed (clock.py)."""
+        try:
+            return clock.libfaketime() is not None
+        except clock.ClockError:
+            return False
+
+    def open(
+        self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
+    ) -> ApacheDeployment:
         line = pinned(self.version).line
         if config.profile is not line:
             raise CannotDeploy(
@@ -93,7 +112,10 @@ class ApacheTarget:
             model_keys(config)  # the settings a real broker can be given
         except BrokerConfError as e:
             raise CannotDeploy(str(e)) from None
-        broker = ApacheBroker(self.version, config, boot_timeout=self.boot_timeout_s)
+        try:
+            broker = ApacheBroker(self.version, config, boot_timeout=self.boot_timeout_s, skewable=skewable)
+        except BrokerError as e:
+            raise CannotDeploy(str(e)) from None
         try:
             broker.start()
         except BrokerError as e:

@@ -90,7 +90,9 @@ class FixedGrpc:
     def features(self) -> frozenset[Feature]:
         return GRPC_FEATURES
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> GrpcDeployment:
+    def open(
+        self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
+    ) -> GrpcDeployment:
         if config != self.profile.config:
             raise CannotDeploy(
                 "a grpc:// proxy runs with the settings its profile declares; use apache-proxy:VERSION, "
@@ -120,7 +122,9 @@ class ApacheProxyTarget:
     def features(self) -> frozenset[Feature]:
         return GRPC_FEATURES
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> GrpcDeployment:
+    def open(
+        self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
+    ) -> GrpcDeployment:
         from rmqspec.adapters.apache.config import BrokerConfError, model_keys
         from rmqspec.adapters.apache.launcher import ApacheBroker, BrokerError
 

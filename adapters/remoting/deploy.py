@@ -21,12 +21,14 @@ from .target import RemotingTarget
 
 @attrs.define
 class RemotingDeployment:
-    """One broker at ``profile``'s address. ``restarter`` restarts it (a broker the suite started)."""
+    """One broker at ``profile``'s address. ``restarter`` restarts it (a broker the suite started);
+    ``skewer`` steps its clock (the served model's)."""
 
     profile: TargetProfile
     name: str
     restarter: Callable[[BrokerConfig | None], None] | None = None
     closer: Callable[[], None] | None = None
+    skewer: Callable[[int], None] | None = None
 
     @property
     def config(self) -> BrokerConfig:
@@ -37,7 +39,7 @@ class RemotingDeployment:
         return self.restarter is not None
 
     def target(self) -> Target:
-        return RemotingTarget(self.profile, name=self.name, restarter=self.restarter)
+        return RemotingTarget(self.profile, name=self.name, restarter=self.restarter, skewer=self.skewer)
 
     def restart_broker(self, graceful: bool) -> None:
         if self.restarter is None:
@@ -69,7 +71,9 @@ class FixedRemoting:
     def features(self) -> frozenset[Feature]:
         return RemotingTarget.features_of(self.profile)
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
+    def open(
+        self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
+    ) -> RemotingDeployment:
         if config != self.profile.config:
             raise CannotDeploy(
                 "a remoting:// broker runs with the settings its profile declares; start one with the "
@@ -98,9 +102,15 @@ class Served:
 
     @property
     def features(self) -> frozenset[Feature]:
-        return RemotingTarget.features_of(self.profile) | {Feature.RESTART, Feature.OWN_BROKER}
+        return RemotingTarget.features_of(self.profile) | {
+            Feature.RESTART,
+            Feature.OWN_BROKER,
+            Feature.CLOCK_SKEW,
+        }
 
-    def open(self, config: BrokerConfig, *, exclusive: bool = False) -> RemotingDeployment:
+    def open(
+        self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
+    ) -> RemotingDeployment:
         wall = WallClockTarget(self.model(config), name=self.name)
         server = BackgroundServer(wall)
         host, port = server.__enter__()
@@ -109,4 +119,5 @@ class Served:
             self.name,
             restarter=wall.restart,
             closer=lambda: server.__exit__(None, None, None),
+            skewer=wall.skew_clock if skewable else None,
         )

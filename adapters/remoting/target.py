@@ -218,16 +218,20 @@ class RemotingTarget:
         namespace: Namespace | None = None,
         name: str | None = None,
         restarter: Callable[[BrokerConfig | None], None] | None = None,
+        skewer: Callable[[int], None] | None = None,
     ) -> None:
         self.profile = profile
         self.restarter = restarter  # restarts the broker (a target the suite started itself)
+        self.skewer = skewer  # steps the broker's clock (a served model, a broker under libfaketime)
         self.ns = namespace or Namespace.fresh()
         self.timeout = profile.timeout_s
         self._info = TargetInfo(
             name=name or f"remoting://{profile.host}:{profile.port}",
             clock=Clock.WALL,
             config=profile.config,
-            features=self.features_of(profile) | ({Feature.RESTART} if restarter is not None else set()),
+            features=self.features_of(profile)
+            | ({Feature.RESTART} if restarter is not None else set())
+            | ({Feature.CLOCK_SKEW} if skewer is not None else set()),
             isolated=False,
         )
         self._loop = _Loop()
@@ -240,9 +244,14 @@ class RemotingTarget:
 
     @staticmethod
     def features_of(profile: TargetProfile) -> frozenset[Feature]:
-        """What a broker over the wire offers: everything but the logical clock's, restart and a broker of a
-        scenario's own (a target that starts brokers adds those), less ``lacks``."""
-        return frozenset(Feature) - LOGICAL_ONLY - {Feature.RESTART, Feature.OWN_BROKER} - profile.lacks
+        """What a broker over the wire offers: everything but the logical clock's, restart, a clock the suite
+        steps and a broker of a scenario's own (a target that starts brokers adds those), less ``lacks``."""
+        return (
+            frozenset(Feature)
+            - LOGICAL_ONLY
+            - {Feature.RESTART, Feature.OWN_BROKER, Feature.CLOCK_SKEW}
+            - profile.lacks
+        )
 
     # --- connections ---------------------------------------------------------------------------------
 
@@ -303,6 +312,12 @@ class RemotingTarget:
 
     def now(self) -> int:
         return int(time.time() * 1000)
+
+    def skew_clock(self, ms: int) -> None:
+        """Step the broker's clock by ``ms`` (only a broker whose clock the suite controls: ``skewer``)."""
+        if self.skewer is None:
+            raise TargetError("this broker's clock cannot be stepped (feature clock-skew)")
+        self.skewer(ms)
 
     def advance_to(self, t: int) -> list[CheckEvent]:
         while (left := t - self.now()) > 0:
