@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv browser conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
+.PHONY: venv browser faketime conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
@@ -46,6 +46,16 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "note: headless Chromium not found and cannot be installed here (apt-get install chromium)"; fi; }
 
+# A real broker whose clock the suite steps (the clock-skew scenarios) runs under libfaketime (Debian's
+# package): installed here when it is missing on a Debian machine run as root; elsewhere those scenarios
+# skip, saying so (adapters/apache/clock.py).
+faketime:
+	@$(BIN)/python -c 'from rmqspec.adapters.apache.clock import libfaketime as f; raise SystemExit(f() is None)' || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's libfaketime for the clock-skew scenarios on real brokers"; \
+	    { apt-get install -y -qq libfaketime >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfaketime >/dev/null; }; }; \
+	  else echo "note: libfaketime not found and cannot be installed here (apt-get install libfaketime)"; fi; }
+
 # Mermaid for the site's diagrams, from the npm registry at the version package-lock.json pins: the site
 # serves it itself, so its diagrams render offline (docs/hooks/diagrams.py).
 SITE_ASSETS := node_modules/mermaid/dist/mermaid.min.js
@@ -64,7 +74,7 @@ test: lint typecheck rules crosshair pytest docs conform-real
 
 # Apache RocketMQ, every pinned version (rmqspec broker versions): the brokers' jars from Maven Central into
 # ~/.cache/rmqspec (or $$RMQSPEC_CACHE); offline once there. Needs Maven (apt-get install maven).
-rocketmq: $(STAMP)
+rocketmq: $(STAMP) faketime
 	$(BIN)/rmqspec broker fetch
 
 # The whole suite on every pinned Apache RocketMQ version, each started by rmqspec with the short-levels

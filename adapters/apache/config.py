@@ -51,11 +51,11 @@ def model_keys(config: BrokerConfig) -> dict[str, str]:
             raise BrokerConfError(
                 f"delay level {level} is {ms} ms: messageDelayLevel items are whole seconds, minutes, hours or days"
             )
-    if not config.delay_levels:
-        raise BrokerConfError("messageDelayLevel is empty: a broker needs at least one level")
     keys = {
         "brokerClusterName": config.cluster_name,
-        "messageDelayLevel": config.describe(),
+        # No level at all: one blank, which ScheduleMessageService.parseDelayLevel splits into no items
+        # (an empty value would fail its parse, and the broker would not start), config/delay-level-table.
+        "messageDelayLevel": config.describe() or " ",
         "transactionTimeOut": str(config.transaction_timeout_ms),
         "transactionCheckInterval": str(config.transaction_check_interval_ms),
         "transactionCheckMax": str(config.transaction_check_max),
