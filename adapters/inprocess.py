@@ -19,6 +19,7 @@ from rmqspec.reference.observations import (
     CheckRequest,
     Observation,
 )
+from rmqspec.reference.state import GroupConfig
 
 EPOCH = 1_700_000_000_000  # the logical clock starts here
 
@@ -163,6 +164,14 @@ class WallClockTarget:
             now = self._catch_up()
             self.state, obs = self.model.step(self.state, op, now)
             return to_response(obs)
+
+    def update_group(self, group: str, retry_queue_nums: int, retry_max_times: int) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group's retry settings, created or replaced
+        (SubscriptionGroupManager.updateSubscriptionGroupConfig, 4.9.7 and 5.5.0)."""
+        with self._lock:
+            self._catch_up()
+            gc = GroupConfig(retry_queue_nums, retry_max_times)
+            self.state = attrs.evolve(self.state, groups=self.state.groups.set(group, gc))
 
     def restart(self, config: BrokerConfig | None = None) -> None:
         with self._lock:

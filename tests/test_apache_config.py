@@ -84,11 +84,16 @@ def test_a_broker_conf_read_back_gives_the_same_model_config() -> None:
     assert config_from_broker_conf(keys) == config
 
 
+def test_group_settings_are_not_broker_conf_keys() -> None:
+    """retryQueueNums and retryMaxTimes belong to each SubscriptionGroupConfig: not written to broker.conf
+    (a broker would ignore them); the remoting client creates the groups with them (test_remoting_target)."""
+    keys = model_keys(BrokerConfig(retry_queue_nums=0, retry_max_times=3))
+    assert keys == model_keys(BrokerConfig())
+
+
 @pytest.mark.parametrize(
     ("config", "fragment"),
     [
-        (BrokerConfig(retry_max_times=3), "retryMaxTimes=3 cannot be given to a real broker"),
-        (BrokerConfig(retry_queue_nums=2), "retryQueueNums=2 cannot be given"),
         (BrokerConfig((1500,)), "delay level 1 is 1500 ms"),
     ],
 )

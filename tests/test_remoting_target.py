@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 import pytest
 
@@ -94,3 +95,45 @@ def test_the_operation_protocol_version_reaches_the_broker() -> None:
             assert t.execute(Pull("%DLQ%CG", 0, 0, 32, "CG")).records
         finally:
             t.close()
+
+
+def test_group_settings_reach_the_broker_as_a_subscription_group_of_each_group_used() -> None:
+    """retryQueueNums is no broker.conf key: a config with 0 makes the client create each group it uses with
+    0 before the broker would create it with its default 1; the served broker keeps it, and a send-back
+    to such a group stores nothing (sendback/no-retry-queues). With the defaults no group is created."""
+    import attrs
+
+    from rmqspec.reference.config import BrokerConfig
+    from rmqspec.reference.model import Model
+    from rmqspec.reference.state import GroupConfig
+
+    class Admin(WallClockTarget):
+        updates: ClassVar[list[str]] = []
+
+        def update_group(self, group: str, retry_queue_nums: int, retry_max_times: int) -> None:
+            self.updates.append(group)
+            super().update_group(group, retry_queue_nums, retry_max_times)
+
+    config = BrokerConfig(retry_queue_nums=0, retry_max_times=3)
+    served = Admin(Model(BrokerConfig()))  # a broker that would create groups with 1 and 16
+    with BackgroundServer(served) as (host, port):
+        profile = attrs.evolve(load_profile(None, f"{host}:{port}"), config=config)
+        t = RemotingTarget(profile)
+        try:
+            sent = t.execute(Send(Message("T", b"x", props(), queue_id=0)))
+            assert sent.code == 0
+            assert t.execute(Pull("T", 0, 0, group="G")).code == 0
+            made = {g: gc for g, gc in served.state.groups.items() if g.endswith("_G")}
+            assert list(made.values()) == [GroupConfig(0, 3)]
+            offset = t.execute(Pull("T", 0, 0, group="G")).records[0].commit_log_offset
+            assert t.execute(ConsumerSendBack(SendBack("G", offset))).code == 0
+            assert not [topic for topic in served.state.topics if topic.startswith("%RETRY%")]
+            assert len(served.updates) == 1  # once per group
+        finally:
+            t.close()
+        plain = RemotingTarget(load_profile(None, f"{host}:{port}"))
+        try:
+            plain.execute(Pull("T", 0, 0, group="H"))
+            assert len(served.updates) == 1  # the defaults: the broker creates the group itself
+        finally:
+            plain.close()

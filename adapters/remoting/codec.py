@@ -1303,6 +1303,24 @@ def heartbeat_request(
     return _request(RequestCode.HEART_BEAT, (), heartbeat_body(client_id, producer_groups, consumer_groups))
 
 
+def subscription_group_request(group: str, *, retry_queue_nums: int, retry_max_times: int) -> RemotingCommand:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), what ``mqadmin updateSubGroup`` sends: a
+    ``SubscriptionGroupConfig`` as the JSON body (AdminBrokerProcessor.updateAndCreateSubscriptionGroup,
+    4.9.7 and 5.5.0), the other fields at the class's defaults."""
+    body: dict[str, JsonValue] = {
+        "brokerId": 0,
+        "consumeBroadcastEnable": True,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "groupName": group,
+        "notifyConsumerIdsChangedEnable": True,
+        "retryMaxTimes": retry_max_times,
+        "retryQueueNums": retry_queue_nums,
+        "whichBrokerWhenConsumeSlowly": 1,
+    }
+    return _request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, (), _utf8(to_json(body)))
+
+
 def get_route_request(topic: str) -> RemotingCommand:
     """GET_ROUTEINFO_BY_TOPIC (105), to a name server."""
     return _request(RequestCode.GET_ROUTEINFO_BY_TOPIC, [("topic", topic)])

@@ -279,7 +279,23 @@ class Server:
             RequestCode.GET_MAX_OFFSET: self._max_offset,
             RequestCode.VIEW_MESSAGE_BY_ID: self._view,
             RequestCode.QUERY_MESSAGE: self._query,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self._subscription_group,
         }
+
+    def _subscription_group(self, cmd: RemotingCommand, peer: Host) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): a SubscriptionGroupConfig as JSON; the model keeps a
+        group's retryQueueNums and retryMaxTimes (AdminBrokerProcessor.updateAndCreateSubscriptionGroup)."""
+        try:
+            body = json.loads(cmd.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise BadRequest(f"the body is not a SubscriptionGroupConfig in JSON: {e}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("groupName"), str):
+            raise BadRequest("the body is not a SubscriptionGroupConfig in JSON (no groupName)")
+        values = [body.get("retryQueueNums", 1), body.get("retryMaxTimes", 16)]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise BadRequest(f"retryQueueNums and retryMaxTimes must be integers, got {values}")
+        self.target.update_group(body["groupName"], int(values[0]), int(values[1]))
+        return response_for(cmd, Code.SUCCESS)
 
     def _run(self, op: Op) -> Response:
         return self.target.execute(op)

@@ -65,6 +65,7 @@ from rmqspec.reference.model import (
 )
 from rmqspec.reference.properties import encode_properties
 from rmqspec.reference.records import Record, props
+from rmqspec.reference.sendback import SendBack
 
 from .client import MalformedFrame, RemotingClient, RemotingError
 from .codec import (
@@ -77,12 +78,15 @@ from .codec import (
     parse_check_transaction_request,
     parse_send_response,
     send_batch_request,
+    subscription_group_request,
 )
 from .profile import TargetProfile
 
 T = TypeVar("T")
 
 HEARTBEAT_INTERVAL_S = 30.0  # the Java client's heartbeatBrokerInterval
+# SubscriptionGroupConfig's defaults (4.9.7, 5.5.0), what a broker gives a group it creates by itself
+GROUP_DEFAULTS = (1, 16)  # retryQueueNums, retryMaxTimes
 
 # Names the broker treats specially: never namespaced.
 SYSTEM_TOPICS = frozenset(
@@ -240,6 +244,7 @@ class RemotingTarget:
         self._producers: dict[str, RemotingClient] = {}
         self._beats: dict[str, asyncio.Task[None]] = {}
         self._reconnect_lock = threading.Lock()
+        self._groups_made: set[str] = set()
         self._client = self._connect(None)
 
     @staticmethod
@@ -366,9 +371,41 @@ class RemotingTarget:
                 self._client = self._connect(None)
             return self._client
 
+    def _group_settings(self) -> tuple[int, int] | None:
+        """retryQueueNums and retryMaxTimes the model gives a group it creates, when they are not what a
+        broker gives one (None: they are, or the broker creates no group by itself)."""
+        cfg = self.profile.config
+        wanted = (cfg.retry_queue_nums, cfg.retry_max_times)
+        return wanted if cfg.auto_create_subscription_group and wanted != GROUP_DEFAULTS else None
+
+    def _make_group(self, c: RemotingClient, op: Op) -> None:
+        """Subscription-group settings are no broker.conf key: the model creates each group with the
+        config's, so the suite creates the group of an operation (a pull's, a send-back's, a retry send's)
+        with them before the broker would create it with its defaults."""
+        settings = self._group_settings()
+        match op:
+            case Pull(group=g) | ConsumerSendBack(request=SendBack(group=g)):
+                group: str | None = g
+            case Send(message=m) if m.topic.startswith(RETRY_PREFIX):
+                group = m.topic[len(RETRY_PREFIX) :]
+            case _:
+                group = None
+        if settings is None or group is None or group in self._groups_made:
+            return
+        name = self.ns.group(group)
+        cmd = subscription_group_request(name, retry_queue_nums=settings[0], retry_max_times=settings[1])
+        reply = self._call(c.invoke(cmd), "update and create subscription group")
+        if reply.code != 0:
+            raise TargetError(
+                f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP of {name} (retryQueueNums={settings[0]}, retryMaxTimes="
+                f"{settings[1]}) answered code {reply.code} {reply.remark or ''}".rstrip()
+            )
+        self._groups_made.add(group)
+
     def execute(self, op: Op) -> Response:
         ns = self.ns
         c = self._live_client()
+        self._make_group(c, op)
         match op:
             case Send(message=m):
                 body_props = ns.out_props(m.properties)
