@@ -336,6 +336,38 @@ def test_losing_the_connection_fails_every_pending_call_at_once() -> None:
     run(main, hang_up)
 
 
+def test_a_write_that_fails_leaves_no_unretrieved_future_behind() -> None:
+    """A broker killed under a chaos run: the write fails, the request's own future gets the error too
+    (every pending call fails at once), and nobody may leave it unretrieved, or asyncio prints a
+    "Future exception was never retrieved" traceback on the console of a run that goes on (once the
+    future is collected: the client keeps the error, so that may be much later)."""
+
+    async def main(broker: FakeBroker, client: RemotingClient) -> None:
+        loop = asyncio.get_running_loop()
+        made: list[asyncio.Future[Any]] = []
+        create = loop.create_future
+
+        def recording() -> asyncio.Future[Any]:
+            made.append(create())
+            return made[-1]
+
+        loop.create_future = recording  # type: ignore[method-assign]
+        writer = client._writer
+        assert writer is not None
+
+        def broken(_data: object) -> None:
+            raise ConnectionResetError("Connection lost")
+
+        writer.write = broken  # type: ignore[assignment]
+        with pytest.raises(ConnectionLost, match="write failed"):
+            await client.invoke(req(1))
+        assert made and all(f.done() for f in made)
+        # asyncio logs a future whose exception was set and never asked for when it is collected
+        assert not [f for f in made if getattr(f, "_log_traceback", False)]
+
+    run(main)
+
+
 def test_garbage_from_the_peer_drops_the_connection_with_a_protocol_error() -> None:
     async def garbage(broker: FakeBroker, cmd: RemotingCommand) -> None:
         await broker.send(struct.pack(">ii", 6, 7 << 24 | 2) + b"{}")

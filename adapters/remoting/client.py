@@ -321,6 +321,10 @@ class RemotingClient:
             ) from None
         finally:
             self._pending.pop(request.opaque, None)
+            if fut.done() and not fut.cancelled():
+                # A failed write also failed this request's future (_fail_all) before it was awaited:
+                # retrieve it, or asyncio prints "Future exception was never retrieved" and a traceback.
+                fut.exception()
 
     async def invoke_oneway(self, cmd: RemotingCommand, timeout: float | None = None) -> None:
         """Send ``cmd`` one-way (flag bit 1); returns once written. No response comes (facts §8)."""
