@@ -172,6 +172,11 @@ class CheckerBase:
         self.read_prefix: dict[Queue, int] = {}  # offsets [0, n) of a queue read by some pull
         self.delivered_sources: set[int] = set()
         self.restarts: list[tuple[int, int]] = []  # (invoke, completion) of each restart
+        self.aliases: dict[int, set[int]] = {}  # model offset -> the target's other records for it (alias)
+        self.restarting: int | None = None  # the invoke time of a restart not completed yet
+        # Schedule entries that fall due within FIRST_DELAY_TIME of a restart's invoke, and when: the broker
+        # that is stopping may still deliver them at that time (the model restarted at the invoke).
+        self.due_before_stop: dict[int, int] = {}
         # Transactions.
         self.expected_checks: list[tuple[int, CheckRequest]] = []
         self.resolved: dict[str, str] = {}  # UNIQ_KEY -> "commit" / "rollback"
@@ -254,3 +259,9 @@ class CheckerBase:
     def bind(self, target_offset: int, model_offset: int) -> None:
         self.target_to_model[target_offset] = model_offset
         self.model_to_target[model_offset] = target_offset
+
+    def alias(self, target_offset: int, model_offset: int) -> None:
+        """Another record of the target stands for the model's record at ``model_offset`` (a copy the
+        target delivered again after a restart): what a client does with it, the model does with its own."""
+        self.target_to_model.setdefault(target_offset, model_offset)
+        self.aliases.setdefault(model_offset, set()).add(target_offset)

@@ -30,8 +30,16 @@ from rmqspec.reference.constants import (
     Prop,
     TxAction,
 )
-from rmqspec.reference.model import ConsumerSendBack, EndTx, Heartbeat, Send, SendBatch
-from rmqspec.reference.observations import BatchOk, EndTxOk, NoResponse, Rejected, SendBackOk, SendOk
+from rmqspec.reference.model import FIRST_DELAY_TIME_MS, ConsumerSendBack, EndTx, Heartbeat, Send, SendBatch
+from rmqspec.reference.observations import (
+    BatchOk,
+    Delivered,
+    EndTxOk,
+    NoResponse,
+    Rejected,
+    SendBackOk,
+    SendOk,
+)
 from rmqspec.reference.records import Record
 
 from ..codec import code_name
@@ -363,12 +371,27 @@ class OperationsMixin(PullsMixin):
             config: BrokerConfig = attrs.evolve(self.model.config, delay_levels=tuple(levels))
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
+        # The broker goes on until it has stopped, at some moment before the restart completes: a schedule
+        # entry due before the model's first run after the restart (FIRST_DELAY_TIME after the invoke)
+        # may come at its own due time from the broker that is stopping (ScheduleMessageService runs
+        # until BrokerController.shutdown stops it), not only a run after the start.
+        _, ahead = self.model.advance(self.state, inv.time, inv.time + FIRST_DELAY_TIME_MS)
+        for ev in ahead:
+            if isinstance(ev, Delivered):
+                self.due_before_stop[ev.source.commit_log_offset] = ev.copy.store_timestamp
         # the broker starts again at the earliest when the restart was asked for: its services' first
         # moments (deliveries FIRST_DELAY_TIME later, the check service an interval later) count from there
         self.state = self.model.restart(self.state, inv.time)
+        self.restarting = inv.time
 
         def complete(resp: Response, e: Event) -> None:
+            self.restarting = None
             self.restarts.append((inv.time, e.time))
+            if self.state.tx_last_run_end == inv.time:
+                # The check service's first run comes an interval after the broker started again, which
+                # it did by the time the restart completed (it answers then), mostly just before: count
+                # from there, as a broker started at the completion would (rule: transaction/check-interval).
+                self.state = attrs.evolve(self.state, tx_last_run_end=e.time)
             # The target may deliver again what it delivered before; the model cannot say how often.
             self.open_queues.update(self.delivery_queues)
             # Due while the broker was down (or released by the restart, which the model does at once):

@@ -153,8 +153,21 @@ class RecordsMixin(OrderMixin):
         # outcome is unknown) only when nothing else explains the record; of those, one of the record's
         # own queue first (one message may be stored twice in a topic: sent to one queue, committed to
         # another).
-        waiting = [x for x in xs if x.seen_at is None]
-        x = min(waiting, key=lambda x: (x.optional, x.queue_id != r.queue_id), default=None)
+        # An optional one is a copy that may come again: a record of another retry hop (its reconsumeTimes
+        # differ) is not that copy, but maybe the target's own redelivery of that hop (unexpected).
+        waiting = [
+            x
+            for x in xs
+            if x.seen_at is None and (not x.optional or x.model.reconsume_times == r.reconsume_times)
+        ]
+        same = [x for x in waiting if x.model.reconsume_times == r.reconsume_times]
+        if waiting and not same:
+            # No copy of this retry hop is expected: the target's redelivery of an earlier hop after a
+            # restart (unexpected() says so), or a copy with the wrong reconsumeTimes (compared below).
+            seen = [x for x in xs if x.seen_at is not None]
+            if self.redelivery(seen, r) is not None:
+                waiting = []
+        x = min(same or waiting, key=lambda x: (x.optional, x.queue_id != r.queue_id), default=None)
         if x is None:
             if topic in SYSTEM_TOPICS and not xs:
                 # A system topic a client may read (the half topic, the discard topic): a record the
@@ -319,10 +332,11 @@ class RecordsMixin(OrderMixin):
         if want is None:
             return
         got = r.properties.get(Prop.ORIGIN_MESSAGE_ID)
-        mapped = self.model_to_target.get(msg_id_offset(want)) if is_offset_id(want) else None
-        ok = got is not None and (
-            (mapped is not None and is_offset_id(got) and msg_id_offset(got) == mapped) or got == want
-        )
+        mapped: set[int] = set()
+        if is_offset_id(want):
+            first = self.model_to_target.get(msg_id_offset(want))
+            mapped = ({first} if first is not None else set()) | self.aliases.get(msg_id_offset(want), set())
+        ok = got is not None and ((is_offset_id(got) and msg_id_offset(got) in mapped) or got == want)
         if not ok:
             self.report(
                 "wrong-properties",
@@ -393,6 +407,11 @@ class RecordsMixin(OrderMixin):
                 uniq=uniq,
                 queues=queues,
             )
+        elif seen and (first := self.redelivery(seen, r)) is not None:
+            self.alias(r.commit_log_offset, first.model.commit_log_offset)
+            self.hazards.append(
+                f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
+            )
         elif any(x.model.reconsume_times == r.reconsume_times for x in scheduled):
             # A copy whose schedule entry the model has not delivered yet: early, by its own rule.
             x = next(x for x in scheduled if x.model.reconsume_times == r.reconsume_times)
@@ -403,10 +422,6 @@ class RecordsMixin(OrderMixin):
                 f"{uniq} visible in {topic} at store time {r.store_timestamp}, before it is due",
                 uniq=uniq,
                 queues=queues,
-            )
-        elif seen and self.redelivery(seen, topic, r.store_timestamp):
-            self.hazards.append(
-                f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
             )
         elif seen:
             self.report(
@@ -446,17 +461,26 @@ class RecordsMixin(OrderMixin):
         _state, events = self.model.advance(self.state, self.model_time, self.model_time + interval)
         return any(isinstance(ev, Discarded) and ev.copy.uniq_key == uniq for ev in events)
 
-    def redelivery(self, seen: list[Expectation], topic: str, store_ts: int) -> bool:
-        """A scheduled copy delivered again after a restart, its first delivery at most one offset
-        persist interval before the restart (rule: schedule/restart-redelivery)."""
+    def redelivery(self, seen: list[Expectation], r: Record) -> Expectation | None:
+        """The first delivery of a scheduled copy delivered again after a restart, at most one offset
+        persist interval before the restart was asked for, or while the broker was stopping (until the
+        restart completed: it persists its offsets in its shutdown, which may come after that delivery or
+        not at all under SIGKILL). rule: schedule/restart-redelivery"""
         flush = self.model.flush_delay_offset_interval_ms
-        return any(
-            x.level is not None
-            and x.topic == topic
-            and x.seen_at is not None
-            and start - flush - self.eps <= x.seen_at <= start < store_ts
-            for x in seen
-            for start, _ in self.restarts
+        return next(
+            (
+                x
+                for x in seen
+                for start, done in self.restarts
+                if x.level is not None
+                and x.topic == r.topic
+                and x.model.reconsume_times == r.reconsume_times  # the same copy, not the next retry
+                and x.seen_at is not None
+                and start - flush - self.eps <= x.seen_at <= done
+                and start < r.store_timestamp
+                and x.seen_at < r.store_timestamp
+            ),
+            None,
         )
 
     def held_back(self, queue: tuple[str, int]) -> int:

@@ -8,6 +8,7 @@ one never seen although its queue was read past its window is lost (or late, for
 from __future__ import annotations
 
 import bisect
+import sys
 
 from rmqspec.reference.constants import DLQ_PREFIX, HALF_TOPIC, RETRY_PREFIX, TRANS_CHECK_MAX_TIME_TOPIC
 from rmqspec.reference.observations import CheckRequest, Delivered, Discarded, TimerDelivered
@@ -93,6 +94,9 @@ class WindowsMixin(CheckerBase):
             ev.source.queue_offset,
             writer=self.writer_of_record.get(source, self.writer_of_uniq.get(ev.copy.uniq_key or "")),
         )
+        due = self.due_before_stop.pop(source, None)
+        if due is not None:  # the stopping broker may have delivered it on time (apply_restart)
+            x.earliest = min(x.earliest, due)
         # A copy delivered again after a restart may or may not come (rule: schedule/restart-redelivery):
         # the broker may have persisted its offset at shutdown.
         x.optional = source in self.delivered_sources
@@ -217,6 +221,11 @@ class WindowsMixin(CheckerBase):
         The target stored what the operation wrote at some time between its invoke and its completion
         (the model stores it at the invoke), so everything that follows may be that much later.
         """
+        # The broker is stopping or starting (a restart invoked, not yet completed): its services owe
+        # nothing until it is back; the completion then sets how long they have (apply_restart).
+        service = x.level is not None or x.timer_slot is not None
+        if self.restarting is not None and service and x.closes >= self.restarting:
+            return sys.maxsize
         if x.writer is None:
             return x.closes
         done = self.completed.get(x.writer)
