@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from rmqspec.conformance.codec import response_of
@@ -19,6 +21,7 @@ from rmqspec.reference.observations import (
     CheckRequest,
     Observation,
 )
+from rmqspec.reference.records import Record
 from rmqspec.reference.state import GroupConfig
 
 EPOCH = 1_700_000_000_000  # the logical clock starts here
@@ -98,8 +101,11 @@ class WallClockTarget:
         self.model = model or Model()
         self.state = self.model.initial()
         self._lock = threading.RLock()
-        self._last = self._clock()  # the wall time the services have run up to
-        self._skew = 0  # the broker's clock minus the wall clock (skew_clock)
+        # The suite's clock: the wall clock plus the jumps of fast_forward (its clients in this process read
+        # it too); the broker's clock is the suite's plus the steps of skew_clock.
+        self._offset = 0
+        self._last = self._clock()  # the suite time the services have run up to
+        self._skew = 0  # the broker's clock minus the suite's (skew_clock)
         self._checks: list[CheckEvent] = []
         self._info = TargetInfo(
             name=name,
@@ -108,11 +114,10 @@ class WallClockTarget:
             features=ALL_FEATURES - LOGICAL_ONLY,
         )
 
-    @staticmethod
-    def _clock() -> int:
+    def _clock(self) -> int:
         import time
 
-        return int(time.time() * 1000)
+        return int(time.time() * 1000) + self._offset
 
     @property
     def info(self) -> TargetInfo:
@@ -146,6 +151,43 @@ class WallClockTarget:
                 if isinstance(e, CheckRequest) and e.sent
             )
         return now + self._skew
+
+    def fast_forward(self, to: int) -> bool:
+        """Move the suite's clock (and so the broker's) forward to ``to`` at once, the broker's services
+        living through the time between as they would have in real time. The jump stops early at the
+        first moment the broker sends a check request, so that the request reaches its client at its
+        own time: then True (the caller lets it arrive, then goes on); False once at ``to``.
+
+        Only for a broker nobody else uses meanwhile (a scenario's broker of its own): the clock jumps
+        for everyone who reads it."""
+        with self._lock:
+            now = self._catch_up() - self._skew
+            if to <= now:
+                return False
+            sent = self.next_check(to)
+            stop = to if sent is None else sent
+            self._offset += stop - now
+            self._catch_up()
+            return sent is not None
+
+    def next_check(self, limit: int) -> int | None:
+        """The first moment after now and up to ``limit`` (the suite's clock) at which the broker sends a
+        check request, if nobody does anything meanwhile; None: none does."""
+        return self._next_event(limit, lambda e: isinstance(e, CheckRequest) and e.sent)
+
+    def next_service(self, limit: int) -> int | None:
+        """The first moment after now and up to ``limit`` at which the broker's services store or send
+        anything (a delivery, a check, a discard), if nobody does anything meanwhile; None: nothing."""
+        return self._next_event(limit, lambda e: True)
+
+    def _next_event(self, limit: int, wanted: Callable[[object], bool]) -> int | None:
+        with self._lock:
+            now = self._catch_up() - self._skew
+            if limit <= now:
+                return None
+            _, ahead = self.model.advance(self.state, now + 1 + self._skew, limit + self._skew)
+            times = [t - self._skew for e in ahead if wanted(e) and (t := _event_time(e)) is not None]
+            return min(times, default=None)
 
     def advance_to(self, t: int) -> list[CheckEvent]:
         import time
@@ -183,3 +225,12 @@ class WallClockTarget:
 
     def close(self) -> None:
         pass
+
+
+def _event_time(e: object) -> int | None:
+    """When a service event of the model happened: a check's ``at``, else the store time of what it wrote."""
+    at = getattr(e, "at", None)
+    if isinstance(at, int):
+        return at
+    copy = getattr(e, "copy", None)
+    return copy.store_timestamp if isinstance(copy, Record) else None

@@ -63,6 +63,11 @@ class Feature(enum.StrEnum):
     # of the logical clock): needed by examples that pin a run to an exact millisecond (the timeout's
     # boundary); on a real broker the history checker judges check timing against the runs it shows.
     CHECK_PHASE = "check-phase"
+    # Not a scenario's need but a target's way to run long ones: it can move a broker's clock, and its
+    # clients', forward at once, the broker living through the time between (check runs, deliveries) as
+    # it would in real time; a scenario longer than --max-wait then runs on a broker of its own that
+    # way instead of being skipped (``served``: the model's clock is the suite's).
+    FAST_FORWARD = "fast-forward"
     # Not a capability but how to run it: the scenario runs with no other scenario on its broker at the
     # same time. Its checks depend on which records stand ahead of its own in the broker's one half queue
     # (a run stops at another client's young half message, transaction/check-interval), or on the 5.x op

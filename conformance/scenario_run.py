@@ -610,7 +610,7 @@ class _Runner:
             if not problems or not retry or self.t.now() >= deadline:
                 return resp, problems
             poll = WALL_POLL_MS if self.wall else LOGICAL_POLL_MS
-            self.advance(min(deadline, self.t.now() + poll))
+            self.advance(min(deadline, self.wake_after(poll, deadline, self.next_service_at)))
 
     def scan_system(self, pull: Pull) -> Response:
         """A pull of a shared broker's system topic, judged on this scenario's messages only: read the
@@ -660,9 +660,32 @@ class _Runner:
         deadline = self.deadline(until)
         poll = WALL_POLL_MS if self.wall else LOGICAL_POLL_MS
         while len(self.checks) < len(want) and self.t.now() < deadline:
-            self.advance(min(deadline, self.t.now() + poll))
+            self.advance(min(deadline, self.wake_after(poll, deadline, self.next_check_at)))
         if self.wall and len(self.checks) >= len(want):
             self.advance(self.t.now() + self.eps // 2)  # a round's requests arrive over some ms
+
+    @property
+    def next_check_at(self) -> Callable[[int], int | None] | None:
+        """On a broker that fast-forwards: when it next sends a check request (None: not such a broker)."""
+        if Feature.FAST_FORWARD not in self.rec.target.info.features:
+            return None
+        return getattr(self.rec.target, "next_check_at", None)
+
+    @property
+    def next_service_at(self) -> Callable[[int], int | None] | None:
+        """On a broker that fast-forwards: when its services next change anything (None: not such a broker)."""
+        if Feature.FAST_FORWARD not in self.rec.target.info.features:
+            return None
+        return getattr(self.rec.target, "next_service_at", None)
+
+    def wake_after(self, poll: int, deadline: int, foresee: Callable[[int], int | None] | None) -> int:
+        """When a wait that polls next looks: a poll later, or on a broker that fast-forwards, a poll after
+        the next moment its services act (the wait jumps there instead of polling in real time)."""
+        wake = self.t.now() + poll
+        if foresee is None:
+            return wake
+        moment = foresee(deadline)
+        return deadline if moment is None else max(wake, moment + poll)
 
     def deadline(self, until: Any) -> int:
         """The absolute time an ``until`` step waits up to: the moment it names, and on a wall clock

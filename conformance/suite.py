@@ -38,7 +38,7 @@ from rmqspec.reference.config import BrokerConfig, conf_keys
 from .checker import CHECK_ANOMALIES
 from .contract import Feature, Target, TargetError
 from .history import Event, save
-from .scenario_run import ScenarioResult, StepFailure, run_scenario
+from .scenario_run import ScenarioResult, StepFailure, dry_run, run_scenario
 from .scenarios import Scenario
 from .wireprobe import Diagnosis, ProbeResult
 
@@ -605,6 +605,12 @@ def run_wall(
             if progress:
                 progress(done[0], total, r.scenario.id)
 
+    # A target that fast-forwards a broker of its own runs there what would wait longer than --max-wait.
+    fast = Feature.FAST_FORWARD in wt.features
+
+    def longer_than(s: Scenario, cfg: BrokerConfig, limit: int | None) -> bool:
+        return limit is not None and dry_run(s, cfg, reference).span_ms > limit
+
     groups: dict[BrokerConfig, list[Scenario]] = defaultdict(list)
     exclusive: list[tuple[Scenario, BrokerConfig]] = []
     for s in scenarios:
@@ -628,7 +634,9 @@ def run_wall(
         except ValueError as e:
             finished(ScenarioResult(s, "skip", str(e)))
             continue
-        if s.features & {Feature.RESTART, Feature.OWN_BROKER, Feature.CLOCK_SKEW}:
+        if s.features & {Feature.RESTART, Feature.OWN_BROKER, Feature.CLOCK_SKEW} or (
+            fast and longer_than(s, cfg, options.max_wait_ms)
+        ):
             exclusive.append((s, cfg))
         else:
             groups[cfg].append(s)
@@ -639,7 +647,9 @@ def run_wall(
         run_on(dep, [s for s in batch if Feature.ALONE not in s.features], options.concurrency)
         run_on(dep, [s for s in batch if Feature.ALONE in s.features], 1)
 
-    def run_on(dep: Deployment, batch: Sequence[Scenario], workers: int) -> None:
+    def run_on(dep: Deployment, batch: Sequence[Scenario], workers: int, *, jumps: bool = False) -> None:
+        """``jumps``: the broker is the scenario's own and fast-forwards, so no wait is too long."""
+
         def one(s: Scenario) -> ScenarioResult:
             return run_scenario(
                 s,
@@ -648,7 +658,7 @@ def run_wall(
                 epsilon_ms=eps,
                 salt=f"conform{time.time_ns()}",
                 reference=reference,
-                max_wait_ms=options.max_wait_ms,
+                max_wait_ms=None if jumps else options.max_wait_ms,
             )
 
         if workers <= 1:
@@ -697,7 +707,7 @@ def run_wall(
                     "needs a broker the suite can restart: run it on an apache:VERSION or served target",
                 )
             else:
-                run_on(dep, [s], 1)
+                run_on(dep, [s], 1, jumps=fast)
         finally:
             dep.close()
 

@@ -496,6 +496,9 @@ class FaultServed:
             restarter=dep.restarter,
             closer=close,
             skewer=dep.skewer,
+            clock=dep.clock,
+            fast=dep.fast,
+            isolated=dep.isolated,
         )
 
 

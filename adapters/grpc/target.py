@@ -67,6 +67,7 @@ GRPC_LACKS = frozenset(
         Feature.QUERY,
         Feature.RESTART,
         Feature.CLOCK_SKEW,
+        Feature.FAST_FORWARD,
         Feature.OWN_BROKER,
     }
 )

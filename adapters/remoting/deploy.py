@@ -4,6 +4,7 @@ served in this process. Both implement ``rmqspec.conformance.suite.WallTarget``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import attrs
@@ -16,7 +17,7 @@ from rmqspec.reference.model import Model
 
 from .profile import TargetProfile
 from .server import BackgroundServer
-from .target import RemotingTarget
+from .target import FastForward, RemotingTarget
 
 
 @attrs.define
@@ -29,6 +30,9 @@ class RemotingDeployment:
     restarter: Callable[[BrokerConfig | None], None] | None = None
     closer: Callable[[], None] | None = None
     skewer: Callable[[int], None] | None = None
+    clock: Callable[[], int] | None = None  # the clock the broker and its clients share (served)
+    fast: FastForward | None = None  # moves that clock forward (a served broker of its own)
+    isolated: bool = False  # started empty for one scenario, nobody else on it (a served broker of its own)
 
     @property
     def config(self) -> BrokerConfig:
@@ -39,7 +43,15 @@ class RemotingDeployment:
         return self.restarter is not None
 
     def target(self) -> Target:
-        return RemotingTarget(self.profile, name=self.name, restarter=self.restarter, skewer=self.skewer)
+        return RemotingTarget(
+            self.profile,
+            name=self.name,
+            restarter=self.restarter,
+            skewer=self.skewer,
+            clock=self.clock,
+            fast=self.fast,
+            isolated=self.isolated,
+        )
 
     def restart_broker(self, graceful: bool) -> None:
         if self.restarter is None:
@@ -106,6 +118,7 @@ class Served:
             Feature.RESTART,
             Feature.OWN_BROKER,
             Feature.CLOCK_SKEW,
+            Feature.FAST_FORWARD,
         }
 
     def open(
@@ -120,4 +133,31 @@ class Served:
             restarter=wall.restart,
             closer=lambda: server.__exit__(None, None, None),
             skewer=wall.skew_clock if skewable else None,
+            clock=wall.now,
+            # the clock jumps for everyone on the broker: only on one a single scenario uses
+            fast=ServedFastForward(wall) if exclusive else None,
+            isolated=exclusive,
         )
+
+
+# How long a check request the served broker sent at the end of a jump gets to reach its client (the server
+# ticks every 5 ms) before the clock jumps on.
+DELIVERY_WAIT_S = 0.05
+
+
+@attrs.frozen
+class ServedFastForward:
+    """The served model's clock, moved forward at once (``FastForward``)."""
+
+    wall: WallClockTarget
+
+    def jump(self, to: int) -> None:
+        """Leg by leg: each leg ends where the broker sends a check request, which then gets to arrive."""
+        while self.wall.fast_forward(to):
+            time.sleep(DELIVERY_WAIT_S)
+
+    def next_check(self, limit: int) -> int | None:
+        return self.wall.next_check(limit)
+
+    def next_service(self, limit: int) -> int | None:
+        return self.wall.next_service(limit)

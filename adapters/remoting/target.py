@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -85,6 +85,9 @@ from .profile import TargetProfile
 T = TypeVar("T")
 
 HEARTBEAT_INTERVAL_S = 30.0  # the Java client's heartbeatBrokerInterval
+# A wait longer than this on a broker that fast-forwards jumps, up to this margin before its end.
+FAST_FORWARD_MIN_MS = 2000
+FAST_FORWARD_MARGIN_MS = 1000
 # SubscriptionGroupConfig's defaults (4.9.7, 5.5.0), what a broker gives a group it creates by itself
 GROUP_DEFAULTS = (1, 16)  # retryQueueNums, retryMaxTimes
 
@@ -212,6 +215,22 @@ def _wire_to_record(w: WireRecord) -> Record:
     return w.to_reference()
 
 
+class FastForward(Protocol):
+    """A broker clock the suite may move forward at once (a served model's, on a broker of its own)."""
+
+    def jump(self, to: int) -> None:
+        """Move the clock to ``to``, the broker living through the time between."""
+        ...
+
+    def next_check(self, limit: int) -> int | None:
+        """The first moment up to ``limit`` at which the broker sends a check request, or None."""
+        ...
+
+    def next_service(self, limit: int) -> int | None:
+        """The first moment up to ``limit`` at which the broker's services change anything, or None."""
+        ...
+
+
 class RemotingTarget:
     """A broker over the remoting protocol, on the wall clock, isolated by a fresh namespace."""
 
@@ -223,10 +242,17 @@ class RemotingTarget:
         name: str | None = None,
         restarter: Callable[[BrokerConfig | None], None] | None = None,
         skewer: Callable[[int], None] | None = None,
+        clock: Callable[[], int] | None = None,
+        fast: FastForward | None = None,
+        isolated: bool = False,
     ) -> None:
         self.profile = profile
         self.restarter = restarter  # restarts the broker (a target the suite started itself)
         self.skewer = skewer  # steps the broker's clock (a served model, a broker under libfaketime)
+        # The clock this client and its broker share (a served model's, which fast-forwards), and what
+        # moves it forward at once to a time (None: the wall clock, which only waits).
+        self.clock = clock
+        self.fast = fast
         self.ns = namespace or Namespace.fresh()
         self.timeout = profile.timeout_s
         self._info = TargetInfo(
@@ -235,8 +261,10 @@ class RemotingTarget:
             config=profile.config,
             features=self.features_of(profile)
             | ({Feature.RESTART} if restarter is not None else set())
-            | ({Feature.CLOCK_SKEW} if skewer is not None else set()),
-            isolated=False,
+            | ({Feature.CLOCK_SKEW} if skewer is not None else set())
+            | ({Feature.FAST_FORWARD} if fast is not None else set()),
+            # True only for a broker started empty for this one client (a served broker of its own)
+            isolated=isolated,
         )
         self._loop = _Loop()
         self._checks: list[CheckEvent] = []
@@ -254,7 +282,7 @@ class RemotingTarget:
         return (
             frozenset(Feature)
             - LOGICAL_ONLY
-            - {Feature.RESTART, Feature.OWN_BROKER, Feature.CLOCK_SKEW}
+            - {Feature.RESTART, Feature.OWN_BROKER, Feature.CLOCK_SKEW, Feature.FAST_FORWARD}
             - profile.lacks
         )
 
@@ -285,7 +313,7 @@ class RemotingTarget:
             record = self.ns.in_record(_wire_to_record(req.record))
             event = CheckEvent(
                 # When it arrived: the body's store time is the original half message's (facts §5.4).
-                int(time.time() * 1000),
+                self.now(),
                 self.ns.strip_group(req.producer_group or group),
                 req.tran_state_table_offset,
                 req.commit_log_offset,
@@ -316,7 +344,17 @@ class RemotingTarget:
         return self._info
 
     def now(self) -> int:
-        return int(time.time() * 1000)
+        return self.clock() if self.clock is not None else int(time.time() * 1000)
+
+    def next_service_at(self, limit: int) -> int | None:
+        """When the broker's services next change anything (a delivery, a check, a discard), up to
+        ``limit``, on a broker that fast-forwards (None: it does not, or nothing happens)."""
+        return None if self.fast is None else self.fast.next_service(limit)
+
+    def next_check_at(self, limit: int) -> int | None:
+        """When the broker sends its next check request, up to ``limit``, on a broker that fast-forwards
+        (it knows; None: it does not, or sends none): a wait for checks jumps there instead of polling."""
+        return None if self.fast is None else self.fast.next_check(limit)
 
     def skew_clock(self, ms: int) -> None:
         """Step the broker's clock by ``ms`` (only a broker whose clock the suite controls: ``skewer``)."""
@@ -325,6 +363,10 @@ class RemotingTarget:
         self.skewer(ms)
 
     def advance_to(self, t: int) -> list[CheckEvent]:
+        if self.fast is not None and t - self.now() > FAST_FORWARD_MIN_MS:
+            # the last FAST_FORWARD_MARGIN_MS pass in real time: the broker's services run on the wall
+            # clock around the moment the scenario's next step waits for, as without the jump
+            self.fast.jump(t - FAST_FORWARD_MARGIN_MS)
         while (left := t - self.now()) > 0:
             time.sleep(min(left, 100) / 1000)
         with self._checks_lock:
@@ -418,7 +460,8 @@ class RemotingTarget:
                         queue_id=m.queue_id,
                         sys_flag=m.sys_flag,
                         flag=m.flag,
-                        born_timestamp=m.born_timestamp,
+                        # born on this client's clock (a served broker's may have jumped ahead of the wall)
+                        born_timestamp=self.now() if m.born_timestamp is None else m.born_timestamp,
                         reconsume_times=m.reconsume_times or 0,
                         max_reconsume_times=m.max_reconsume_times,
                         default_topic_queue_nums=m.default_topic_queue_nums,
@@ -497,7 +540,9 @@ class RemotingTarget:
                 viewed = () if v.record is None else (ns.in_record(_wire_to_record(v.record)),)
                 return Response(v.code, v.remark, {}, viewed)
             case QueryUniqKey(topic=topic, uniq_key=key):
-                qm = self._call(c.query_message(ns.topic(topic), key), "query message")
+                qm = self._call(
+                    c.query_message(ns.topic(topic), key, end_timestamp=self.now()), "query message"
+                )
                 found = tuple(ns.in_record(_wire_to_record(w)) for w in qm.records)
                 return Response(qm.code, qm.remark, {}, found)
         raise TargetError(f"operation {type(op).__name__} is not supported by the remoting adapter")
