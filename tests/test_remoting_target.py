@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import ClassVar
 
@@ -137,3 +138,43 @@ def test_group_settings_reach_the_broker_as_a_subscription_group_of_each_group_u
             assert len(served.updates) == 1  # the defaults: the broker creates the group itself
         finally:
             plain.close()
+
+
+def test_a_served_broker_fast_forwards_living_through_the_time_between() -> None:
+    """The served model's clock jumps (a scenario's broker of its own): its check runs happen on the way,
+    each jump stopping where a check request goes out, at the run's own time."""
+    from rmqspec.reference.config import BrokerConfig
+    from rmqspec.reference.model import Model
+
+    config = BrokerConfig(
+        transaction_check_interval_ms=60_000, transaction_timeout_ms=6_000, transaction_check_max=3
+    )
+    wall = WallClockTarget(Model(config))
+    wall.execute(Heartbeat("PG"))
+    sent = wall.execute(Send(Message("T", b"h", props(TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
+    assert sent.code == 0
+    start, real = wall.now(), time.monotonic()
+    stops, checks = [], []
+    while wall.fast_forward(start + 300_000):
+        stops.append(wall.now())
+        checks.extend(wall.advance_to(wall.now()))
+    checks.extend(wall.advance_to(wall.now()))
+    assert time.monotonic() - real < 5  # five minutes of the broker's time
+    assert wall.now() >= start + 300_000
+    assert len(checks) == 3  # transactionCheckMax, one a run
+    # each jump stopped at its run (the clock read just after, a millisecond or so later)
+    assert all(0 <= stop - c.time <= 50 for c, stop in zip(checks, stops, strict=False))
+    assert all(b.time - a.time >= 60_000 for a, b in itertools.pairwise(checks))
+
+
+def test_a_scenario_of_rocketmq_default_level_18_runs_on_the_served_reference_in_seconds() -> None:
+    """Two hours of the default table on a wall clock: the served broker of its own fast-forwards."""
+    from rmqspec.conform import conform
+    from rmqspec.conformance.scenarios import catalogue
+
+    wanted = "config/delay-level-table#default-level-18-is-due-after-two-hours"
+    scenario = next(s for s in catalogue() if s.id == wanted)
+    real = time.monotonic()
+    rep = conform("served", scenarios=[scenario], workload_seconds=0, probe=False)
+    assert [(r.scenario.id, r.outcome) for r in rep.scenarios] == [(wanted, "pass")]
+    assert time.monotonic() - real < 60
