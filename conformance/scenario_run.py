@@ -96,6 +96,10 @@ def step_symptom(op: str, problem: str) -> str | None:
     """The general rule a step's failed expectation is an instance of (``StepFailure.symptom``)."""
     if op in ("send", "send_half", "send_batch") and problem.startswith(("queue_offset:", "queue_id:")):
         return "put/send-result"
+    if op == "pull" and problem.startswith("code:") and ", got SYSTEM_ERROR" in problem:
+        # No pull of a scenario answers SYSTEM_ERROR on a correct broker: whatever the scenario is about,
+        # the broker broke what a pull answers (shared with other rules' first failures, it is named so).
+        return "pull/status-codes"
     return None
 
 

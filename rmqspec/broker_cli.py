@@ -156,6 +156,15 @@ def start_cmd(
         raise _fail(str(e)) from None
     if not 1 <= grpc_port <= 65535:
         raise _fail(f"--grpc-port {grpc_port}: use 1-65535")
+    from rmqspec.adapters.apache.config import group_settings
+
+    groups = group_settings(config)
+    if groups:
+        raise _fail(
+            f"{', '.join(groups)} cannot be given to a real broker: a subscription group setting "
+            "(SubscriptionGroupConfig), not a broker.conf key; `rmqspec conform --target apache:VERSION` "
+            "creates its groups with it, a broker started alone gives every group the defaults"
+        )
     try:
         broker = ApacheBroker(
             v,

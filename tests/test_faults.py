@@ -361,6 +361,20 @@ def test_a_symptom_shared_by_the_scenarios_of_several_rules_is_one_root_cause() 
     assert [x.rule for x in beside] == [timeout, timeout]
 
 
+def test_a_pull_answered_system_error_is_a_symptom_of_what_a_pull_answers() -> None:
+    """pull-always-error: the clock-stepping scenarios (judged by their steps alone) failed on their own
+    rules, two root causes more than the fault has; the symptom folds them into pull/status-codes. A pull
+    answered with a normal status at the wrong time stays the scenario's own rule (a broker that ignores
+    the deliver-clamp is not a pull bug)."""
+    from rmqspec.conformance.scenario_run import step_symptom
+
+    assert (
+        step_symptom("pull", "code: expected SUCCESS, got SYSTEM_ERROR (pull failed)") == "pull/status-codes"
+    )
+    assert step_symptom("pull", "code: expected SUCCESS, got PULL_NOT_FOUND (NO_MESSAGE_IN_QUEUE)") is None
+    assert step_symptom("send", "code: expected SUCCESS, got SYSTEM_ERROR") is None
+
+
 # --- the command line -------------------------------------------------------------------------------------
 
 

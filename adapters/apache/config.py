@@ -38,6 +38,20 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+# SubscriptionGroupConfig's defaults (4.9.7, 5.5.0): what a broker gives a group it creates by itself.
+GROUP_DEFAULTS = {"retry_max_times": ("retryMaxTimes", 16), "retry_queue_nums": ("retryQueueNums", 1)}
+
+
+def group_settings(config: BrokerConfig) -> list[str]:
+    """The subscription-group settings of ``config`` a broker would not give its groups by itself
+    (``key=value``): no broker.conf key sets them; only a client that creates its groups can."""
+    return [
+        f"{key}={getattr(config, field)}"
+        for field, (key, default) in GROUP_DEFAULTS.items()
+        if getattr(config, field) != default
+    ]
+
+
 def model_keys(config: BrokerConfig) -> dict[str, str]:
     """The model's settings as broker.conf keys and values (the ones a broker reads at start)."""
     # retryQueueNums and retryMaxTimes are no broker.conf keys but each subscription group's
