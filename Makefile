@@ -49,7 +49,7 @@ browser:
 # A real broker whose clock the suite steps (the clock-skew scenarios) runs under libfaketime (Debian's
 # package): installed here when it is missing on a Debian machine run as root; elsewhere those scenarios
 # skip, saying so (adapters/apache/clock.py).
-faketime:
+faketime: $(STAMP)
 	@$(BIN)/python -c 'from rmqspec.adapters.apache.clock import libfaketime as f; raise SystemExit(f() is None)' || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian's libfaketime for the clock-skew scenarios on real brokers"; \
