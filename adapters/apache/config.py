@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rmqspec.reference.config import BrokerConfig, Profile
+from rmqspec.reference.state import GroupConfig
 
 from .versions import ApacheVersion
 
@@ -39,16 +40,17 @@ def _bool(value: bool) -> str:
 
 
 # SubscriptionGroupConfig's defaults (4.9.7, 5.5.0): what a broker gives a group it creates by itself.
-GROUP_DEFAULTS = {"retry_max_times": ("retryMaxTimes", 16), "retry_queue_nums": ("retryQueueNums", 1)}
+GROUP_KEYS = {"retry_max_times": "retryMaxTimes", "retry_queue_nums": "retryQueueNums"}
 
 
 def group_settings(config: BrokerConfig) -> list[str]:
     """The subscription-group settings of ``config`` a broker would not give its groups by itself
     (``key=value``): no broker.conf key sets them; only a client that creates its groups can."""
+    defaults = GroupConfig()  # SubscriptionGroupConfig's, as the model states them
     return [
         f"{key}={getattr(config, field)}"
-        for field, (key, default) in GROUP_DEFAULTS.items()
-        if getattr(config, field) != default
+        for field, key in GROUP_KEYS.items()
+        if getattr(config, field) != getattr(defaults, field)
     ]
 
 

@@ -66,6 +66,7 @@ from rmqspec.reference.model import (
 from rmqspec.reference.properties import encode_properties
 from rmqspec.reference.records import Record, props
 from rmqspec.reference.sendback import SendBack
+from rmqspec.reference.state import GroupConfig
 
 from .client import MalformedFrame, RemotingClient, RemotingError
 from .codec import (
@@ -88,8 +89,6 @@ HEARTBEAT_INTERVAL_S = 30.0  # the Java client's heartbeatBrokerInterval
 # A wait longer than this on a broker that fast-forwards jumps, up to this margin before its end.
 FAST_FORWARD_MIN_MS = 2000
 FAST_FORWARD_MARGIN_MS = 1000
-# SubscriptionGroupConfig's defaults (4.9.7, 5.5.0), what a broker gives a group it creates by itself
-GROUP_DEFAULTS = (1, 16)  # retryQueueNums, retryMaxTimes
 
 # Names the broker treats specially: never namespaced.
 SYSTEM_TOPICS = frozenset(
@@ -417,8 +416,10 @@ class RemotingTarget:
         """retryQueueNums and retryMaxTimes the model gives a group it creates, when they are not what a
         broker gives one (None: they are, or the broker creates no group by itself)."""
         cfg = self.profile.config
-        wanted = (cfg.retry_queue_nums, cfg.retry_max_times)
-        return wanted if cfg.auto_create_subscription_group and wanted != GROUP_DEFAULTS else None
+        wanted = GroupConfig(cfg.retry_queue_nums, cfg.retry_max_times)
+        if not cfg.auto_create_subscription_group or wanted == GroupConfig():  # SubscriptionGroupConfig's
+            return None
+        return wanted.retry_queue_nums, wanted.retry_max_times
 
     def _make_group(self, c: RemotingClient, op: Op) -> None:
         """Subscription-group settings are no broker.conf key: the model creates each group with the

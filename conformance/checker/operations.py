@@ -376,9 +376,9 @@ class OperationsMixin(PullsMixin):
         # may come at its own due time from the broker that is stopping (ScheduleMessageService runs
         # until BrokerController.shutdown stops it), not only a run after the start.
         _, ahead = self.model.advance(self.state, inv.time, inv.time + FIRST_DELAY_TIME_MS)
-        for ev in ahead:
-            if isinstance(ev, Delivered):
-                self.due_before_stop[ev.source.commit_log_offset] = ev.copy.store_timestamp
+        self.due_before_stop = {  # this restart's: an earlier one's are over
+            ev.source.commit_log_offset: ev.copy.store_timestamp for ev in ahead if isinstance(ev, Delivered)
+        }
         # the broker starts again at the earliest when the restart was asked for: its services' first
         # moments (deliveries FIRST_DELAY_TIME later, the check service an interval later) count from there
         self.state = self.model.restart(self.state, inv.time)
