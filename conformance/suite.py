@@ -71,9 +71,10 @@ class Deployment(Protocol):
         """A fresh client of this broker (its own namespace, connections and producer groups)."""
         ...
 
-    def restart_broker(self, graceful: bool) -> None:
+    def restart_broker(self, graceful: bool) -> bool | None:
         """Stop the broker (SIGTERM when ``graceful``, else SIGKILL) and start it again on the same store;
-        returns once it answers. Raises TargetError when this broker cannot be restarted."""
+        returns once it answers: whether the broker's own shutdown ran (a SIGTERM it did not honour in
+        time ends in a SIGKILL), None when not known. Raises TargetError when it cannot be restarted."""
         ...
 
     def close(self) -> None: ...

@@ -81,9 +81,10 @@ class WorkloadResult:
 class Chaos:
     """Broker restarts during a workload: every ``every_s`` seconds (drawn from [0.5, 1.5] times it),
     ``restart(graceful)`` stops the broker (SIGTERM when graceful, else SIGKILL) and starts it again on
-    the same store, returning once it answers. Each restart is an event of the history."""
+    the same store, returning once it answers, and says whether the broker's shutdown ran (None: not
+    known). Each restart is an event of the history; its completion says how the broker stopped."""
 
-    restart: Callable[[bool], None]
+    restart: Callable[[bool], bool | None]
     every_s: float = 12.0
 
 
@@ -234,12 +235,13 @@ def run_workload(
             t0 = rec.now()
             rec.note(0, "invoke", "restart", {"graceful": graceful})
             try:
-                chaos.restart(graceful)
+                orderly = chaos.restart(graceful)
             except Exception as e:  # the broker did not come back: the rest is judged as unknown
                 rec.note(0, "info", "restart", {"error": f"{type(e).__name__}: {e}"})
                 return
             restarts[0] += 1
-            rec.note(0, "ok", "restart", {"graceful": graceful, "down_ms": rec.now() - t0})
+            stopped = graceful if orderly is None else orderly  # a SIGTERM not honoured in time: SIGKILL
+            rec.note(0, "ok", "restart", {"graceful": stopped, "down_ms": rec.now() - t0})
             with contextlib.suppress(TargetError):  # producers register again at once after a restart
                 rec.execute(Heartbeat(pgroup), process=0)
 

@@ -342,6 +342,8 @@ class ApacheBroker:
         self._prepared = False
         self.boot_seconds: float | None = None
         self.last_stop: str | None = None
+        # whether the last stop let the broker run its shutdown (SIGTERM honoured); None: it was not running
+        self.last_stop_orderly: bool | None = None
 
     # --- what it is -----------------------------------------------------------------------------------
 
@@ -681,21 +683,26 @@ class ApacheBroker:
                 os.kill(self._pid, sig)
 
     def _kill_process(self, graceful: bool) -> str:
-        """Stop the JVM only (the namespace and directory stay): how it went, in words."""
+        """Stop the JVM only (the namespace and directory stay): how it went, in words. Sets
+        ``last_stop_orderly``: whether the broker's own shutdown ran (it persists its offsets there)."""
+        self.last_stop_orderly = None
         if not self.alive:
             return "was not running"
         t0 = time.monotonic()
         if graceful:
             self._signal(signal.SIGTERM)
             if self._wait_exit(self.stop_timeout):
+                self.last_stop_orderly = True
                 return f"stopped by SIGTERM in {time.monotonic() - t0:.1f} s"
             self._signal(signal.SIGKILL)
             if not self._wait_exit(10):
                 raise self._fail(f"(pid {self._pid}) survived SIGKILL")
+            self.last_stop_orderly = False
             return f"did not stop within {self.stop_timeout:.0f} s of SIGTERM: killed (SIGKILL)"
         self._signal(signal.SIGKILL)
         if not self._wait_exit(10):
             raise self._fail(f"(pid {self._pid}) survived SIGKILL")
+        self.last_stop_orderly = False
         return f"killed (SIGKILL) in {time.monotonic() - t0:.1f} s"
 
     def _release(self) -> None:

@@ -60,11 +60,12 @@ class ApacheDeployment:
         except BrokerError as e:
             raise TargetError(str(e)) from None
 
-    def restart_broker(self, graceful: bool) -> None:
+    def restart_broker(self, graceful: bool) -> bool | None:
         try:
             self.broker.restart(graceful=graceful)
         except BrokerError as e:
             raise TargetError(str(e)) from None
+        return self.broker.last_stop_orderly
 
     def close(self) -> None:
         self.broker.stop(graceful=False)  # its store is temporary: nothing to keep but the logs

@@ -61,7 +61,7 @@ class GrpcDeployment:
     def target(self) -> Target:
         return GrpcTarget(self.profile, self.name)
 
-    def restart_broker(self, graceful: bool) -> None:
+    def restart_broker(self, graceful: bool) -> bool | None:
         raise TargetError(f"{self.name}: the suite does not restart a broker behind a gRPC proxy")
 
     def close(self) -> None:

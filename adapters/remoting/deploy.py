@@ -53,10 +53,11 @@ class RemotingDeployment:
             isolated=self.isolated,
         )
 
-    def restart_broker(self, graceful: bool) -> None:
+    def restart_broker(self, graceful: bool) -> bool | None:
         if self.restarter is None:
             raise TargetError(f"{self.name}: the suite cannot restart this broker")
         self.restarter(None)
+        return None
 
     def close(self) -> None:
         if self.closer is not None:
