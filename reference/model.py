@@ -251,16 +251,19 @@ class Model:
     def persist(self, state: BrokerState) -> BrokerState:
         return _schedule.persist_offsets(state)
 
-    def restart(self, state: BrokerState, now: int | None = None) -> BrokerState:
+    def restart(self, state: BrokerState, now: int | None = None, orderly: bool = False) -> BrokerState:
         """The broker stops and starts again on its store. With ``now`` (when it starts again) the services
         start as a new broker's do: the schedule service's levels FIRST_DELAY_TIME (1000 ms) after it
         (rule: schedule/restart-redelivery), its offset flush every flushDelayOffsetInterval from it, and
         the check service's first run one transactionCheckInterval after it (``waitForRunning`` before
         each run; rule: transaction/check-interval)."""
-        # a check run in progress and 5.x op entries not yet written are lost (rule: transaction/op-batch)
-        state = attrs.evolve(
-            state, tx_run=None, tx_op_pending=(), tx_op_last_write=None, tx_discardable=frozenset()
-        )
+        # A check run in progress is lost; 5.x op entries not yet written are lost in a crash, written by
+        # the op batch service in an ``orderly`` stop (rule: transaction/op-batch, transaction/check-restart).
+        state = attrs.evolve(state, tx_run=None, tx_discardable=frozenset())
+        while state.tx_op_pending and orderly and now is not None:
+            state = attrs.evolve(state, tx_op_last_write=now - _tx.OP_BATCH_INTERVAL_MS)
+            state = _tx.op_service(state, now, self.semantics)
+        state = attrs.evolve(state, tx_op_pending=(), tx_op_last_write=None)
         if now is not None:
             state = attrs.evolve(
                 state,

@@ -403,6 +403,11 @@ class Semantics:
         """4.9.8 writes one op per END_TRANSACTION at once. rule: transaction/op-message"""
         return False
 
+    def check_run_at_stop(self) -> bool:
+        """Whether the run the check service makes when it is stopped reaches the store: 4.9.x shuts the
+        store down first. rule: transaction/check-restart"""
+        return False
+
     def writes_op_for(self, topic: str) -> bool:
         """4.9.8 writes the op for whatever record END_TRANSACTION named. rule: transaction/op-message"""
         return True
@@ -948,6 +953,10 @@ class V5Semantics(Semantics):
 
     def batched_ops(self) -> bool:
         # rule: transaction/op-batch (5.1.0+)
+        return True
+
+    def check_run_at_stop(self) -> bool:
+        # rule: transaction/check-restart (5.4.0+: the store is shut down last)
         return True
 
     def writes_op_for(self, topic: str) -> bool:

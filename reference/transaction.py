@@ -32,6 +32,10 @@ OP_PULL_NUMS = 32  # fillOpRemoveMap pulls 32 op messages at a time
 MAX_PROCESS_TIME_MS = 60_000  # a run stops once it has lasted longer than this (MAX_PROCESS_TIME_LIMIT)
 OP_BATCH_INTERVAL_MS = 3000  # 5.x: transactionOpBatchInterval (default)
 OP_MSG_MAX_SIZE = 4096  # 5.x: transactionOpMsgMaxSize (default)
+# Consumer offsets (the check service's progress among them) are written every flushConsumerOffsetInterval,
+# the first time 10 s after the broker started, and in an orderly shutdown. rule: transaction/check-restart
+OFFSET_FLUSH_INTERVAL_MS = 5000
+FIRST_OFFSET_FLUSH_MS = 10_000
 
 
 @attrs.frozen
@@ -111,6 +115,39 @@ def _ended(state: BrokerState, half: Record) -> bool:
         if op is not None and str(half.queue_offset).encode() in op.body.split(b","):
             return True
     return False
+
+
+def named_by_op(state: BrokerState, half: Record, sem: Semantics) -> bool:
+    """Whether an op message written so far names the half record ``half`` (a run that reads the op
+    queue to its end skips it). rule: transaction/check-resolved"""
+    for clo, _size, _tags in state.store.cq(OP_TOPIC, 0):
+        op = state.store.lookup(clo)
+        offsets = None if op is None else _op_offsets(op, sem)
+        if offsets and (
+            half.queue_offset in offsets if sem.batched_ops() else offsets[0] == half.queue_offset
+        ):
+            return True
+    return False
+
+
+def checked_on_rereading(state: BrokerState, half: Record, now: int, sem: Semantics) -> bool:
+    """Whether a run that reads the half record ``half`` again at ``now`` (after a crash, from the last
+    written offset) checks it: no op names it, its count is below ``transactionCheckMax``, it is not
+    past the reserved time, and it is due (no immunity holds it). rule: transaction/check-restart"""
+    cfg = state.config
+    raw_times = half.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+    if raw_times is not None:
+        seen = parse_int(raw_times)
+        if sem.must_discard(-1 if seen is None else seen, cfg.transaction_check_max):
+            return False
+    if sem.expired(now - half.born_timestamp, cfg.file_reserved_time_h * 3_600_000):
+        return False
+    timeout = cfg.transaction_timeout_ms
+    raw_immunity = half.properties.get(Prop.CHECK_IMMUNITY_TIME_IN_SECONDS)
+    immunity = timeout if raw_immunity is None else sem.check_immunity_ms(raw_immunity, timeout)
+    if not sem.check_due(now - half.born_timestamp, immunity):
+        return False
+    return not named_by_op(state, half, sem)
 
 
 def check_prepare_message(half: Record, req: EndTransaction, sem: Semantics) -> Rejected | None:

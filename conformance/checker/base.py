@@ -53,6 +53,7 @@ TAINTS_MESSAGE: Final = frozenset(
         "missing-check",
         "wrong-check-times",
         "check-after-resolution",
+        "repeated-check",
     }
 )
 # Anomalies after which a queue holds other entries than the model's: its offsets follow from them.
@@ -145,6 +146,7 @@ class CheckerBase:
         self.consumed = 0
         self.total = 0
         self.unknown_outcomes = 0
+        self.cut_outcomes = 0  # operations of unknown outcome that met a restart (judged either way)
         self.last_time = 0
         self.last_answered = 0  # the latest answer (or check request) the target gave: it was working
         # Operations by the index of their invoke: when each began and completed (event index, time).
@@ -182,6 +184,22 @@ class CheckerBase:
         self.resolved: dict[str, str] = {}  # UNIQ_KEY -> "commit" / "rollback"
         self.resolved_at: dict[str, int] = {}  # UNIQ_KEY -> when its latest END_TRANSACTION was invoked
         self.half_uniqs: set[str] = set()
+        self.unsure_halves: set[str] = set()  # half messages sent by an operation of unknown outcome
+        # The check service across restarts (rule: transaction/check-restart). ``tx_progress``: (time, the
+        # model's committed half offset) as its runs end; ``tx_floor``: a half offset the broker's written
+        # progress is known to have reached; ``tx_up_since``: when the broker last started (the history's
+        # start, a restart's completion); ``tx_reread``: the half offsets a run after the last restart may
+        # read again (a crash's window), each at most once (``tx_reread_done``); ``tx_stop``: the last
+        # restart (invoke, completion) and how many runs its stop may have made that no producer heard,
+        # beyond the model's; ``tx_stop_copies``: copies the model's own runs wrote during that stop.
+        self.tx_progress: list[tuple[int, int]] = []
+        self.tx_floor = 0
+        self.tx_up_since: int | None = None
+        self.tx_reread: tuple[int, int] | None = None
+        self.tx_reread_done: set[int] = set()
+        self.tx_aside_at_stop: frozenset[int] = frozenset()
+        self.tx_stop: tuple[int, int, int] | None = None
+        self.tx_resynced: set[str] = set()
         # Following what the target did: records the model holds that the target does not (the target
         # refused the operation that wrote them), and where they sit in the model's queues.
         self.phantoms: set[int] = set()  # model commit-log offsets

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import attrs
 
+from rmqspec.reference.constants import HALF_TOPIC
 from rmqspec.reference.model import (
     ConsumerSendBack,
     EndTx,
@@ -154,7 +155,7 @@ class Checker(OperationsMixin):
         # delivered after its invoke (the model, like the broker, delivers at the due time).
         self.advance(e.time)
         if e.type == "info":
-            self.unknown_outcome(inv)
+            self.unknown_outcome(inv, cut=self.cut_by_restart(inv.time, e.time))
             rule = e.value.get("rule") if isinstance(e.value, dict) else None
             if isinstance(rule, str) and rule:
                 # The target answered, but not as the protocol says (a field missing, a frame that
@@ -216,10 +217,21 @@ class Checker(OperationsMixin):
             uniq=r.uniq_key,
         )
 
-    def unknown_outcome(self, inv: Event) -> None:
+    def cut_by_restart(self, start: int, end: int) -> bool:
+        """Whether an operation in flight from ``start`` to ``end`` met a restart (the broker stopping, down
+        or starting): its outcome unknown is what a restart does, not something the target left open."""
+        if self.restarting is not None and self.restarting <= end:
+            return True
+        return any(s <= end and start <= d for s, d in self.restarts)
+
+    def unknown_outcome(self, inv: Event, cut: bool = False) -> None:
         """The operation may or may not have happened: what it wrote is optional, and its queue's
-        offsets are no longer the model's."""
-        self.unknown_outcomes += 1
+        offsets are no longer the model's. One a restart ``cut`` is judged either way; any other leaves
+        the verdict unknown (a target that does not answer cannot be judged)."""
+        if cut:
+            self.cut_outcomes += 1
+        else:
+            self.unknown_outcomes += 1
         for x in self.created_by(inv.index):
             x.optional = True
             self.mixed_queues.add(x.queue)
@@ -229,6 +241,8 @@ class Checker(OperationsMixin):
                 if rec is not None:
                     self.mixed_queues.add((rec.topic, rec.queue_id))
                     self.open_queues.add((rec.topic, rec.queue_id))
+                    if rec.topic == HALF_TOPIC and rec.uniq_key:
+                        self.unsure_halves.add(rec.uniq_key)  # its checks may never come
 
     def finish(self) -> Verdict:
         if self.pending:
@@ -236,6 +250,11 @@ class Checker(OperationsMixin):
         self.overdue_checks(self.last_time)
         checked = {kind: self.checked.get(kind, 0) for kind in CHECK_KINDS}
         anomalies = tuple(self.anomalies)
+        if self.cut_outcomes:
+            self.hazards.append(
+                f"{self.cut_outcomes} operation(s) cut by a restart, of unknown outcome: judged either way "
+                "(what each wrote may or may not be there)"
+            )
         hazards = tuple(self.hazards)
         if anomalies:
             return Verdict("fail", anomalies, self.consumed, self.total, hazards=hazards, checked=checked)

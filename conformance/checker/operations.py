@@ -381,17 +381,20 @@ class OperationsMixin(PullsMixin):
         }
         # the broker starts again at the earliest when the restart was asked for: its services' first
         # moments (deliveries FIRST_DELAY_TIME later, the check service an interval later) count from there
-        self.state = self.model.restart(self.state, inv.time)
+        asked = inv.value.get("graceful") if isinstance(inv.value, dict) else None
+        self.state = self.model.restart(self.state, inv.time, orderly=asked is True)
         self.restarting = inv.time
 
         def complete(resp: Response, e: Event) -> None:
             self.restarting = None
             self.restarts.append((inv.time, e.time))
-            if self.state.tx_last_run_end == inv.time:
-                # The check service's first run comes an interval after the broker started again, which
-                # it did by the time the restart completed (it answers then), mostly just before: count
-                # from there, as a broker started at the completion would (rule: transaction/check-interval).
-                self.state = attrs.evolve(self.state, tx_last_run_end=e.time)
+            done = e.value.get("graceful") if isinstance(e.value, dict) else None
+            self.note_restart_for_checks(inv.time, e.time, orderly=(asked if done is None else done) is True)
+            # The check service's first run comes an interval after the broker started again, which it did
+            # by the time the restart completed (it answers then), mostly just before: count from there, as
+            # a broker started at the completion would (rule: transaction/check-interval). The model's runs
+            # while it stopped were the stopping broker's (unheard: transaction/check-restart).
+            self.state = attrs.evolve(self.state, tx_run=None, tx_last_run_end=e.time)
             # The target may deliver again what it delivered before; the model cannot say how often.
             self.open_queues.update(self.delivery_queues)
             # Due while the broker was down (or released by the restart, which the model does at once):

@@ -167,7 +167,18 @@ class RecordsMixin(OrderMixin):
             seen = [x for x in xs if x.seen_at is not None]
             if self.redelivery(seen, r) is not None:
                 waiting = []
-        x = min(same or waiting, key=lambda x: (x.optional, x.queue_id != r.queue_id), default=None)
+        # Of several copies of one message in a topic (a transaction committed twice after a restart,
+        # each copy with the count of the record committed): the one whose properties are the record's.
+        candidates = same or waiting
+        x = min(
+            candidates,
+            key=lambda x: (
+                x.optional,
+                len(candidates) > 1 and any(self.property_diffs(x.model.properties, r.properties)),
+                x.queue_id != r.queue_id,
+            ),
+            default=None,
+        )
         if x is None:
             if topic in SYSTEM_TOPICS and not xs:
                 # A system topic a client may read (the half topic, the discard topic): a record the
@@ -354,7 +365,14 @@ class RecordsMixin(OrderMixin):
         waiting = [x for xs in self.expectations.values() for x in xs if x.uniq == uniq and x.seen_at is None]
         scheduled = [x for x in self.schedule_pending(uniq) if x.topic == topic]
         queues = [(topic, r.queue_id)]
-        if topic.startswith(DLQ_PREFIX) and any(
+        # A copy already seen, delivered again after a restart: whatever the model holds for the message
+        # now (a later hop, its dead-letter copy), this record is that copy again.
+        if seen and (first := self.redelivery(seen, r)) is not None:
+            self.alias(r.commit_log_offset, first.model.commit_log_offset)
+            self.hazards.append(
+                f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
+            )
+        elif topic.startswith(DLQ_PREFIX) and any(
             x.topic.startswith(RETRY_PREFIX) for x in waiting + scheduled
         ):
             self.report(
@@ -406,11 +424,6 @@ class RecordsMixin(OrderMixin):
                 f"{uniq} discarded before the model discards it",
                 uniq=uniq,
                 queues=queues,
-            )
-        elif seen and (first := self.redelivery(seen, r)) is not None:
-            self.alias(r.commit_log_offset, first.model.commit_log_offset)
-            self.hazards.append(
-                f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
             )
         elif any(x.model.reconsume_times == r.reconsume_times for x in scheduled):
             # A copy whose schedule entry the model has not delivered yet: early, by its own rule.

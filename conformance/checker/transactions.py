@@ -12,9 +12,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+import attrs
+
 from rmqspec.reference.constants import HALF_TOPIC, Prop
+from rmqspec.reference.javanum import parse_int
+from rmqspec.reference.observations import CheckRequest
 from rmqspec.reference.records import Record
-from rmqspec.reference.transaction import OP_BATCH_INTERVAL_MS, may_be_held
+from rmqspec.reference.transaction import (
+    FIRST_OFFSET_FLUSH_MS,
+    OFFSET_FLUSH_INTERVAL_MS,
+    OP_BATCH_INTERVAL_MS,
+    checked_on_rereading,
+    may_be_held,
+)
 
 from ..contract import CheckEvent
 from ..history import Event
@@ -46,6 +56,8 @@ class TransactionsMixin(RecordsMixin):
                 del self.expected_checks[n]
                 self.compare_check_message(msg, req.message, e)
                 return
+        if self.tx_stop is not None and self.resynced_after_restart(c, e, uniq, times):
+            return
         if uniq in self.resolved and self.run_slack_ms and self.checked_before_its_op(c, e, uniq, times):
             return
         if uniq in self.resolved:
@@ -76,6 +88,173 @@ class TransactionsMixin(RecordsMixin):
                 f"check of {uniq} (TRANSACTION_CHECK_TIMES={times}) the model does not send now",
                 uniq=uniq,
             )
+
+    # -- across restarts ---------------------------------------------------------------------------------
+
+    def note_restart_for_checks(self, invoked: int, done: int, orderly: bool) -> None:
+        """What a restart may change in the checks that follow it. rule: transaction/check-restart
+
+        The broker's written progress: in an orderly stop, what its runs had reached (up to a run under
+        way, ``eps`` and the run slack before the stop); after a crash, what its last periodic write had
+        (one write interval before the crash, if it had been up long enough to have written at all: the
+        first write comes 10 s after the start), else what it started from. The half records the model's
+        runs passed since then may be read again by the broker's first run. An orderly stop may also have
+        made runs that no producer heard: as many as fit between the invoke and the completion, plus the
+        run the check service makes when it is stopped (5.4.0+)."""
+        slack = self.eps + self.run_slack_ms
+        up = self.tx_up_since if self.tx_up_since is not None else invoked
+        written_at: int | None
+        if orderly:
+            written_at = invoked - slack
+        elif invoked - up >= FIRST_OFFSET_FLUSH_MS + OFFSET_FLUSH_INTERVAL_MS + slack:
+            written_at = invoked - OFFSET_FLUSH_INTERVAL_MS - slack
+        else:
+            written_at = None
+        if written_at is not None:
+            self.tx_floor = max(self.tx_floor, self.half_offset_at(written_at, since=up))
+        top = self.half_offset_at(invoked, since=None)
+        self.tx_aside_at_stop = self.state.tx_checked_aside
+        self.tx_reread = (self.tx_floor, top)
+        self.tx_reread_done = set()
+        runs = 0
+        if orderly:
+            interval = self.model.config.transaction_check_interval_ms
+            runs = (done - invoked) // interval + 1 + (1 if self.model.semantics.check_run_at_stop() else 0)
+        self.tx_stop = (invoked, done, runs)
+        self.tx_resynced = set()
+        self.tx_up_since = done
+
+    def half_offset_at(self, t: int, since: int | None) -> int:
+        """The model's committed half offset at ``t``; with ``since``, from a run that ended after it
+        (else ``tx_floor``)."""
+        best: int | None = None
+        for when, offset in reversed(self.tx_progress):
+            if when <= t:
+                if since is None or when > since:
+                    best = offset
+                break
+        if best is None:
+            return self.tx_floor if since is not None else 0
+        return best
+
+    def resynced_after_restart(self, c: CheckEvent, e: Event, uniq: str, times: str | None) -> bool:
+        """A check after a restart whose count is not the next one of the model's latest record of ``uniq``:
+        allowed, and followed (the model checks what the broker checked), when
+
+        * it carries the next count of an earlier record the broker read again: one in the crash's
+          window, or one the model's runs checked while the broker stopped, unheard, in runs the broker
+          did not make (those copies of the model's are then not the broker's: passed over);
+        * or it carries a count higher than the next one by at most the runs the stop may have made
+          beyond the model's, each of which raised the count unheard.
+
+        rule: transaction/check-restart"""
+        assert self.tx_stop is not None
+        invoked, done, runs = self.tx_stop
+        n = parse_int(times) if times is not None else None
+        if n is None or e.time < invoked:
+            return False
+        halves = self.halves_of(uniq)
+        if not halves:
+            return False
+        sem = self.model.semantics
+        for k in range(len(halves) - 1, -1, -1):
+            r = halves[k]
+            if _count(r) + 1 != n:
+                continue
+            later = halves[k + 1 :]
+            # the crash's window: records the model's runs passed, or that it checked as the broker did
+            # outside them (check_aside), since the broker's progress was last written
+            lo, hi = self.tx_reread or (0, 0)
+            q = r.queue_offset
+            passed = q < hi or (q in self.tx_aside_at_stop)
+            reread = self.tx_reread is not None and lo <= q and passed and q not in self.tx_reread_done
+            # the model's next record of it was written while the broker stopped (what follows, from it)
+            unheard = bool(later) and invoked <= later[0].store_timestamp <= done
+            if not (reread or unheard) or not checked_on_rereading(self.state, r, e.time, sem):
+                continue
+            if reread:
+                self.tx_reread_done.add(r.queue_offset)
+            if unheard:
+                self.pass_over(uniq, later)
+            self.follow_check(c, e, r)
+            return True
+        latest = halves[-1]
+        m = _count(latest)
+        if n <= m and any(_count(x) + 1 == n for x in halves):
+            self.report(
+                "repeated-check",
+                "transaction/check-restart",
+                e.index,
+                f"{uniq} checked again with TRANSACTION_CHECK_TIMES={n} after the restart at {invoked}: "
+                "no run the broker made since it last wrote its progress passed a record of it with that count",
+                uniq=uniq,
+            )
+            return True
+        # Raised by the runs of the stop the model did not make: at most ``runs - made`` above the count the
+        # model checks next (which is ``m`` itself when the model's run has already made that check and
+        # awaits it: the broker's check stands for it).
+        made = sum(1 for x in halves if invoked <= x.store_timestamp <= done)
+        awaited = any(r.transaction_id == uniq for _t, r in self.expected_checks)
+        top = m + (0 if awaited else 1) + runs - made
+        if uniq in self.tx_resynced or n <= m + 1:
+            return False
+        if n > top:
+            self.report(
+                "wrong-check-times",
+                "transaction/check-restart",
+                e.index,
+                f"check of {uniq} with TRANSACTION_CHECK_TIMES={n} after a stop of {done - invoked} ms: its runs "
+                f"raise the count to {top} at most",
+                uniq=uniq,
+            )
+            return True
+        if not checked_on_rereading(self.state, latest, e.time, sem):
+            return False
+        self.tx_resynced.add(uniq)
+        self.pass_over(uniq, [])
+        half = latest
+        for _ in range(n - 1 - m):  # the stop's runs the model did not make: copies, counts raised
+            self.state, req = self.model.check_now(self.state, half, self.model_time or e.time)
+            copy = self.state.store.lookup(req.commit_log_offset)
+            if copy is None:
+                return False
+            half = copy
+        self.follow_check(c, e, half)
+        return True
+
+    def halves_of(self, uniq: str) -> list[Record]:
+        store = self.state.store
+        halves = [r for r in (store.lookup(clo) for clo in store.uniq.get(uniq, ())) if r is not None]
+        return [r for r in halves if r.topic == HALF_TOPIC]
+
+    def pass_over(self, uniq: str, copies: Sequence[Record]) -> None:
+        """The model's copies of ``uniq`` the broker does not hold: its runs skip them, and the checks it
+        expects of ``uniq`` are dropped (the check just seen replaces them)."""
+        if copies:
+            aside = self.state.tx_checked_aside | {x.queue_offset for x in copies}
+            self.state = attrs.evolve(self.state, tx_checked_aside=aside)
+        self.expected_checks = [(t, r) for t, r in self.expected_checks if r.transaction_id != uniq]
+
+    def follow_check(self, c: CheckEvent, e: Event, half: Record) -> None:
+        """The model checks ``half`` now, as the broker did."""
+        self.state, req = self.model.check_now(self.state, half, self.model_time or e.time)
+        self.count("checks")
+        self.bind(c.commit_log_offset, req.commit_log_offset)
+        self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
+        self.compare_check_message(c.message, req.message, e)
+
+    def unheard_or_discarded(self, when: int, req: CheckRequest) -> bool:
+        """A check the model expects that a restart may have taken away: due while the broker stopped or
+        was down (its remoting server closes first), or one of a message whose count the stop's runs may
+        have raised to the discard. rule: transaction/check-restart"""
+        slack = self.eps + self.run_slack_ms
+        if any(start - slack <= when <= end for start, end in self.restarts):
+            return True
+        if self.tx_stop is None:
+            return False
+        invoked, _done, runs = self.tx_stop
+        k = parse_int(req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")) or 0
+        return runs > 0 and when >= invoked and k - 1 + runs >= self.model.config.transaction_check_max
 
     def checked_before_its_op(self, c: CheckEvent, e: Event, uniq: str, times: str | None) -> bool:
         """On a shared 5.x broker a run may check a message already ended: it spins on other clients' op
@@ -177,6 +356,10 @@ class TransactionsMixin(RecordsMixin):
         for when, req in self.expected_checks:
             if when + self.eps + self.run_slack_ms < t:
                 self.count("checks")
+                if req.transaction_id in self.unsure_halves:
+                    continue  # the half message may never have been stored
+                if self.restarts and self.unheard_or_discarded(when, req):
+                    continue
                 self.report(
                     "missing-check",
                     "transaction/check-timeout",
@@ -191,6 +374,13 @@ class TransactionsMixin(RecordsMixin):
 
 
 # --- when the check service ran, from the history -------------------------------------------------------
+
+
+def _count(r: Record) -> int:
+    """A half record's TRANSACTION_CHECK_TIMES (0 before its first check)."""
+    raw = r.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+    n = 0 if raw is None else parse_int(raw)
+    return -1 if n is None else n
 
 
 def infer_check_phase(events: Sequence[Event], interval_ms: int) -> int:

@@ -63,12 +63,23 @@ ANOMALIES: Final[Mapping[str, tuple[str, str]]] = {
     "wrong-check-times": ("transaction/check-times", "TRANSACTION_CHECK_TIMES differs"),
     "wrong-check-message": ("wire/check-request", "a check carries another message than the half's"),
     "check-after-resolution": ("transaction/check-resolved", "a check of a committed or rolled-back message"),
+    "repeated-check": (
+        "transaction/check-restart",
+        "a record checked again after a restart, though the broker had written its progress past it",
+    ),
 }
 
 # Anomalies about a CHECK_TRANSACTION_STATE the broker sent (or did not): what they show concerns the
 # broker's check requests, whatever event they are reported at.
 CHECK_ANOMALIES: Final = frozenset(
-    {"early-check", "missing-check", "wrong-check-times", "wrong-check-message", "check-after-resolution"}
+    {
+        "early-check",
+        "missing-check",
+        "wrong-check-times",
+        "wrong-check-message",
+        "check-after-resolution",
+        "repeated-check",
+    }
 )
 
 # What a verdict counts in ``checked``: each a kind of comparison with the model that was made.

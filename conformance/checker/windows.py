@@ -37,6 +37,7 @@ class WindowsMixin(CheckerBase):
         """Run the model's services up to ``t`` and turn what they write into expectations."""
         if self.model_time is None:
             self.model_time = t
+            self.tx_up_since = t  # the broker was up when the history began
             return
         if t <= self.model_time:
             return
@@ -50,7 +51,9 @@ class WindowsMixin(CheckerBase):
             elif isinstance(ev, TimerDelivered):
                 self.on_timer_delivered(ev)
             elif isinstance(ev, CheckRequest):
-                if ev.sent and (ev.transaction_id or "") not in self.void_uniqs:
+                # While the broker stops (or is down) its remoting server is closed: a check then reaches
+                # no producer, though the copy is written (rule: transaction/check-restart).
+                if ev.sent and self.restarting is None and (ev.transaction_id or "") not in self.void_uniqs:
                     self.expected_checks.append((ev.at, ev))
             elif isinstance(ev, Discarded):
                 uniq = ev.copy.uniq_key or ""
@@ -71,6 +74,8 @@ class WindowsMixin(CheckerBase):
                     x.earliest -= interval
                     x.closes += interval
                 self.mixed_queues.add((ev.copy.topic, ev.copy.queue_id))
+        if not self.tx_progress or self.tx_progress[-1][1] != self.state.tx_half_offset:
+            self.tx_progress.append((self.state.tx_last_run_end or t, self.state.tx_half_offset))
         self.note_service_records(before)
         for topic in set(self.state.topics) - set(topics_before):
             self.topic_origin.setdefault(topic, None)
