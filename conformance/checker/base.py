@@ -185,6 +185,8 @@ class CheckerBase:
         self.resolved_at: dict[str, int] = {}  # UNIQ_KEY -> when its latest END_TRANSACTION was invoked
         self.half_uniqs: set[str] = set()
         self.unsure_halves: set[str] = set()  # half messages sent by an operation of unknown outcome
+        self.unsure_ends: set[str] = set()  # transactions an END_TRANSACTION of unknown outcome ended
+        self.tx_ops_maybe_lost: set[str] = set()  # 5.x: ended just before a crash, its op maybe written
         # The check service across restarts (rule: transaction/check-restart). ``tx_progress``: (time, the
         # model's committed half offset) as its runs end; ``tx_floor``: a half offset the broker's written
         # progress is known to have reached; ``tx_up_since``: when the broker last started (the history's
@@ -200,6 +202,7 @@ class CheckerBase:
         self.tx_aside_at_stop: frozenset[int] = frozenset()
         self.tx_stop: tuple[int, int, int] | None = None
         self.tx_resynced: set[str] = set()
+        self.tx_unheard: set[int] = set()  # the model's check copies whose checks a restart took away
         # Following what the target did: records the model holds that the target does not (the target
         # refused the operation that wrote them), and where they sit in the model's queues.
         self.phantoms: set[int] = set()  # model commit-log offsets

@@ -232,6 +232,12 @@ class Checker(OperationsMixin):
             self.cut_outcomes += 1
         else:
             self.unknown_outcomes += 1
+        if inv.f == "end_tx" and isinstance(inv.value, dict):
+            # It may not have reached the broker: the transaction may still be checked.
+            uniq = str(inv.value.get("transaction_id") or "")
+            if uniq and self.resolved_at.get(uniq) == inv.time:
+                self.resolved.pop(uniq, None)
+            self.unsure_ends.add(uniq)
         for x in self.created_by(inv.index):
             x.optional = True
             self.mixed_queues.add(x.queue)

@@ -42,6 +42,8 @@ class TransactionsMixin(RecordsMixin):
                 req.transaction_id == uniq
                 and req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES) == times
             ):
+                if self.tx_stop is not None and self.stale_across_restart(t, req, c, e, uniq):
+                    return  # (its expectations, this one with them, are dropped)
                 self.count("checks")
                 if e.time < t:
                     self.report(
@@ -57,6 +59,14 @@ class TransactionsMixin(RecordsMixin):
                 self.compare_check_message(msg, req.message, e)
                 return
         if self.tx_stop is not None and self.resynced_after_restart(c, e, uniq, times):
+            return
+        # An END_TRANSACTION whose outcome is unknown may never have reached the broker, which then checks
+        # the transaction as before: the model checks it too (rule: transaction/check-resolved).
+        if (
+            uniq in self.unsure_ends
+            and (half := self.latest_half(uniq)) is not None
+            and self.check_aside(c, e, half, times)
+        ):
             return
         if uniq in self.resolved and self.run_slack_ms and self.checked_before_its_op(c, e, uniq, times):
             return
@@ -123,6 +133,14 @@ class TransactionsMixin(RecordsMixin):
         self.tx_stop = (invoked, done, runs)
         self.tx_resynced = set()
         self.tx_up_since = done
+        if not orderly and self.model.semantics.batched_ops():
+            # 5.x writes ops on its op batch service's own 3 s tick (transaction/op-batch): a transaction
+            # ended within one tick before a crash may have its op written or lost, so it may be checked
+            # again or not (the model, which loses it, expects the check; the broker may not make it).
+            since = invoked - OP_BATCH_INTERVAL_MS - self.eps
+            lost = {u for u, t in self.resolved_at.items() if since <= t <= invoked}
+            self.unsure_ends |= lost
+            self.tx_ops_maybe_lost |= lost
 
     def half_offset_at(self, t: int, since: int | None) -> int:
         """The model's committed half offset at ``t``; with ``since``, from a run that ended after it
@@ -151,7 +169,10 @@ class TransactionsMixin(RecordsMixin):
         assert self.tx_stop is not None
         invoked, done, runs = self.tx_stop
         n = parse_int(times) if times is not None else None
-        if n is None or e.time < invoked:
+        # The first run after the start (an interval after it) reads again and meets the raised counts;
+        # a later run sees nothing a restart explains.
+        interval = self.model.config.transaction_check_interval_ms
+        if n is None or not invoked <= e.time <= done + 2 * interval + self.eps + self.run_slack_ms:
             return False
         halves = self.halves_of(uniq)
         if not halves:
@@ -168,14 +189,24 @@ class TransactionsMixin(RecordsMixin):
             q = r.queue_offset
             passed = q < hi or (q in self.tx_aside_at_stop)
             reread = self.tx_reread is not None and lo <= q and passed and q not in self.tx_reread_done
-            # the model's next record of it was written while the broker stopped (what follows, from it)
-            unheard = bool(later) and invoked <= later[0].store_timestamp <= done
+            # the model's copy of it (the next count) was written while the broker stopped
+            unheard_copy = next(
+                (
+                    x
+                    for x in later
+                    if _count(x) == n
+                    and (invoked <= x.store_timestamp <= done or x.commit_log_offset in self.tx_unheard)
+                ),
+                None,
+            )
+            unheard = unheard_copy is not None
             if not (reread or unheard) or not checked_on_rereading(self.state, r, e.time, sem):
                 continue
             if reread:
                 self.tx_reread_done.add(r.queue_offset)
-            if unheard:
-                self.pass_over(uniq, later)
+            if unheard_copy is not None:  # it and what the model made from it since
+                since = unheard_copy.store_timestamp
+                self.pass_over(uniq, [x for x in later if _count(x) >= n and x.store_timestamp >= since])
             self.follow_check(c, e, r)
             return True
         latest = halves[-1]
@@ -196,7 +227,7 @@ class TransactionsMixin(RecordsMixin):
         made = sum(1 for x in halves if invoked <= x.store_timestamp <= done)
         awaited = any(r.transaction_id == uniq for _t, r in self.expected_checks)
         top = m + (0 if awaited else 1) + runs - made
-        if uniq in self.tx_resynced or n <= m + 1:
+        if uniq in self.tx_resynced or n <= m + (0 if awaited else 1):
             return False
         if n > top:
             self.report(
@@ -220,6 +251,33 @@ class TransactionsMixin(RecordsMixin):
                 return False
             half = copy
         self.follow_check(c, e, half)
+        return True
+
+    def stale_across_restart(self, t: int, req: CheckRequest, c: CheckEvent, e: Event, uniq: str) -> bool:
+        """A check the model expected before a restart, made by the broker only after it (it was down, or
+        its run fell after the kill), when the model's runs since have gone on from the copy that check
+        made: the broker's check is a fresh one of the record the model checked then; the model's copy and
+        what it made from it are passed over. rule: transaction/check-restart"""
+        assert self.tx_stop is not None
+        invoked, _done, _runs = self.tx_stop
+        if not t < invoked <= e.time:
+            return False
+        copy = self.state.store.lookup(req.commit_log_offset)
+        if copy is None:
+            return False
+        k = _count(copy)
+        halves = self.halves_of(uniq)
+        after = [x for x in halves if x.store_timestamp >= copy.store_timestamp and _count(x) >= k]
+        if not any(_count(x) > k for x in after):
+            return False  # the model has not gone on from it: the check is simply late
+        parent = next(
+            (x for x in reversed(halves) if _count(x) == k - 1 and x.store_timestamp <= copy.store_timestamp),
+            None,
+        )
+        if parent is None:
+            return False
+        self.pass_over(uniq, after)
+        self.follow_check(c, e, parent)
         return True
 
     def halves_of(self, uniq: str) -> list[Record]:
@@ -356,9 +414,10 @@ class TransactionsMixin(RecordsMixin):
         for when, req in self.expected_checks:
             if when + self.eps + self.run_slack_ms < t:
                 self.count("checks")
-                if req.transaction_id in self.unsure_halves:
-                    continue  # the half message may never have been stored
+                if req.transaction_id in self.unsure_halves or req.transaction_id in self.tx_ops_maybe_lost:
+                    continue  # the half message may never have been stored, or its op may have been written
                 if self.restarts and self.unheard_or_discarded(when, req):
+                    self.tx_unheard.add(req.commit_log_offset)  # the model's copy the broker may not have
                     continue
                 self.report(
                     "missing-check",

@@ -192,7 +192,7 @@ class WindowsMixin(CheckerBase):
             level,
             order,
             writer=writer,
-            epoch=len(self.restarts),
+            epoch=len(self.restarts) + (self.restarting is not None),  # a restart in flight counts
         )
         self.expectations.setdefault((x.uniq, x.topic), []).append(x)
         self.by_queue.setdefault(x.queue, []).append(x)
