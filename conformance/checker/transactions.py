@@ -37,6 +37,9 @@ class TransactionsMixin(RecordsMixin):
         msg = c.message
         uniq = msg.properties.get(Prop.UNIQ_KEY, "")
         times = msg.properties.get(Prop.TRANSACTION_CHECK_TIMES)
+        # The broker holds the half message, unresolved: its next checks are owed again.
+        self.unsure_halves.discard(uniq)
+        self.tx_ops_maybe_lost.discard(uniq)
         for n, (t, req) in enumerate(self.expected_checks):
             if (
                 req.transaction_id == uniq
