@@ -186,7 +186,13 @@ class CheckerBase:
         self.half_uniqs: set[str] = set()
         self.unsure_halves: set[str] = set()  # half messages sent by an operation of unknown outcome
         self.unsure_ends: set[str] = set()  # transactions an END_TRANSACTION of unknown outcome ended
-        self.tx_ops_maybe_lost: set[str] = set()  # 5.x: ended just before a crash, its op maybe written
+        # (UNIQ_KEY, count) of checks that may not come: a 5.x transaction ended just before a crash (its op
+        # may have been written, or lost as the model has it), a copy the broker may or may not hold
+        self.tx_optional: set[tuple[str, int]] = set()
+        self.tx_dropped: set[int] = set()  # the model's check copies found not to be the broker's
+        self.tx_parent: dict[
+            int, int
+        ] = {}  # the model's check copy -> the record checked (commit-log offsets)
         # The check service across restarts (rule: transaction/check-restart). ``tx_progress``: (time, the
         # model's committed half offset) as its runs end; ``tx_floor``: a half offset the broker's written
         # progress is known to have reached; ``tx_up_since``: when the broker last started (the history's

@@ -39,7 +39,6 @@ class TransactionsMixin(RecordsMixin):
         times = msg.properties.get(Prop.TRANSACTION_CHECK_TIMES)
         # The broker holds the half message, unresolved: its next checks are owed again.
         self.unsure_halves.discard(uniq)
-        self.tx_ops_maybe_lost.discard(uniq)
         for n, (t, req) in enumerate(self.expected_checks):
             if (
                 req.transaction_id == uniq
@@ -125,7 +124,9 @@ class TransactionsMixin(RecordsMixin):
             written_at = None
         if written_at is not None:
             self.tx_floor = max(self.tx_floor, self.half_offset_at(written_at, since=up))
-        top = self.half_offset_at(invoked, since=None)
+        # what the model's runs passed up to the stop, and, in an orderly stop, the runs it made during it
+        # (a 4.9.x run then may end after the shutdown wrote the offsets: its progress is not kept)
+        top = self.half_offset_at(done if orderly else invoked, since=None)
         self.tx_aside_at_stop = self.state.tx_checked_aside
         self.tx_reread = (self.tx_floor, top)
         self.tx_reread_done = set()
@@ -143,7 +144,10 @@ class TransactionsMixin(RecordsMixin):
             since = invoked - OP_BATCH_INTERVAL_MS - self.eps
             lost = {u for u, t in self.resolved_at.items() if since <= t <= invoked}
             self.unsure_ends |= lost
-            self.tx_ops_maybe_lost |= lost
+            for u in lost:  # the check of the record the end named (the latest then) may not come
+                latest = self.latest_half(u)
+                if latest is not None:
+                    self.tx_optional.add((u, _count(latest) + 1))
 
     def half_offset_at(self, t: int, since: int | None) -> int:
         """The model's committed half offset at ``t``; with ``since``, from a run that ended after it
@@ -207,7 +211,11 @@ class TransactionsMixin(RecordsMixin):
                 continue
             if reread:
                 self.tx_reread_done.add(r.queue_offset)
-            if unheard_copy is not None:  # it and what the model made from it since
+            if unheard_copy is not None and reread:
+                # read again and checked unheard before: the broker may hold that copy too (its run in
+                # the stop wrote it, its progress was not kept), or not: its check is allowed, not owed
+                self.tx_optional.add((uniq, n + 1))
+            elif unheard_copy is not None:  # not read again: the broker never made that run
                 since = unheard_copy.store_timestamp
                 self.pass_over(uniq, [x for x in later if _count(x) >= n and x.store_timestamp >= since])
             self.follow_check(c, e, r)
@@ -249,6 +257,7 @@ class TransactionsMixin(RecordsMixin):
         half = latest
         for _ in range(n - 1 - m):  # the stop's runs the model did not make: copies, counts raised
             self.state, req = self.model.check_now(self.state, half, self.model_time or e.time)
+            self.note_parent(req, half)
             copy = self.state.store.lookup(req.commit_log_offset)
             if copy is None:
                 return False
@@ -279,7 +288,9 @@ class TransactionsMixin(RecordsMixin):
         )
         if parent is None:
             return False
-        self.pass_over(uniq, after)
+        # the model's copy may be the broker's too (made before the crash, its check unheard) or not: the
+        # checks from it are allowed, not owed
+        self.tx_optional.add((uniq, k + 1))
         self.follow_check(c, e, parent)
         return True
 
@@ -296,9 +307,41 @@ class TransactionsMixin(RecordsMixin):
             self.state = attrs.evolve(self.state, tx_checked_aside=aside)
         self.expected_checks = [(t, r) for t, r in self.expected_checks if r.transaction_id != uniq]
 
+    def drop_chain(self, uniq: str, copy: Record) -> None:
+        """The model's ``copy`` of ``uniq`` and what its runs made from it since (its descendants) are not
+        the broker's: its runs skip them, and the checks they made are not owed."""
+        offsets = {copy.commit_log_offset}
+        grew = True
+        while grew:  # the copy's descendants: copies made by checking it, and so on
+            more = {c for c, parent in self.tx_parent.items() if parent in offsets}
+            grew = not more <= offsets
+            offsets |= more
+        chain = [x for x in self.halves_of(uniq) if x.commit_log_offset in offsets]
+        aside = self.state.tx_checked_aside | {x.queue_offset for x in chain}
+        self.state = attrs.evolve(self.state, tx_checked_aside=aside)
+        self.tx_dropped |= offsets
+        self.expected_checks = [(t, r) for t, r in self.expected_checks if r.commit_log_offset not in offsets]
+
+    def note_parent(self, req: CheckRequest, half: Record | None = None) -> None:
+        """Which record a check of the model's checked: the copy it made is that record's child. The
+        request carries the record as read (its store time), with the copy's offsets and the next count."""
+        if half is None:
+            k = _count(req.message) - 1
+            half = next(
+                (
+                    x
+                    for x in reversed(self.halves_of(req.transaction_id or ""))
+                    if x.store_timestamp == req.message.store_timestamp and _count(x) == k
+                ),
+                None,
+            )
+        if half is not None:
+            self.tx_parent[req.commit_log_offset] = half.commit_log_offset
+
     def follow_check(self, c: CheckEvent, e: Event, half: Record) -> None:
         """The model checks ``half`` now, as the broker did."""
         self.state, req = self.model.check_now(self.state, half, self.model_time or e.time)
+        self.note_parent(req, half)
         self.count("checks")
         self.bind(c.commit_log_offset, req.commit_log_offset)
         self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
@@ -378,6 +421,7 @@ class TransactionsMixin(RecordsMixin):
         if times is None or not times.isdigit() or not prev.isdigit() or int(prev) + 1 != int(times):
             return False
         self.state, req = self.model.check_now(self.state, half, self.model_time or e.time)
+        self.note_parent(req, half)
         self.count("checks")
         self.bind(c.commit_log_offset, req.commit_log_offset)
         self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
@@ -414,11 +458,20 @@ class TransactionsMixin(RecordsMixin):
         answer, a check request) shows that it was still working, never from silence alone."""
         keep = []
         t = min(t, self.last_answered)
-        for when, req in self.expected_checks:
+        for when, req in list(self.expected_checks):
+            if req.commit_log_offset in self.tx_dropped:
+                continue  # made from a copy found not to be the broker's (drop_chain)
             if when + self.eps + self.run_slack_ms < t:
                 self.count("checks")
-                if req.transaction_id in self.unsure_halves or req.transaction_id in self.tx_ops_maybe_lost:
-                    continue  # the half message may never have been stored, or its op may have been written
+                count = parse_int(req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")) or 0
+                uniq = req.transaction_id or ""
+                if uniq in self.unsure_halves or (uniq, count) in self.tx_optional:
+                    # The half message may never have been stored, or its op may have been written: the
+                    # check may not come, and the copy it made is not the broker's (the model's runs skip it).
+                    copy = self.state.store.lookup(req.commit_log_offset)
+                    if copy is not None:
+                        self.drop_chain(uniq, copy)
+                    continue
                 if self.restarts and self.unheard_or_discarded(when, req):
                     self.tx_unheard.add(req.commit_log_offset)  # the model's copy the broker may not have
                     continue

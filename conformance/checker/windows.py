@@ -51,6 +51,7 @@ class WindowsMixin(CheckerBase):
             elif isinstance(ev, TimerDelivered):
                 self.on_timer_delivered(ev)
             elif isinstance(ev, CheckRequest):
+                self.note_parent(ev)  # the lineage of copies, for what a restart may take away
                 # While the broker stops (or is down) its remoting server is closed: a check then reaches
                 # no producer, though the copy is written (rule: transaction/check-restart).
                 if ev.sent and self.restarting is None and (ev.transaction_id or "") not in self.void_uniqs:
@@ -322,4 +323,9 @@ class WindowsMixin(CheckerBase):
                 )
 
     def overdue_checks(self, t: int) -> None:  # transactions.TransactionsMixin
+        raise NotImplementedError
+
+    def note_parent(
+        self, req: CheckRequest, half: Record | None = None
+    ) -> None:  # transactions.TransactionsMixin
         raise NotImplementedError
