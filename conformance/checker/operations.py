@@ -309,7 +309,7 @@ class OperationsMixin(PullsMixin):
             if uniq in self.resolved:
                 self.hazards.append(
                     f"transaction/not-idempotent: {uniq} ended twice ({self.resolved[uniq]}, then "
-                    f"{r.action.name.lower()}); 4.9.x applies both"
+                    f"{r.action.name.lower()}); the broker keeps no transaction state and applies both"
                 )
             self.resolved[uniq] = "commit" if r.action == TxAction.COMMIT else "rollback"
             self.resolved_at[uniq] = inv.time

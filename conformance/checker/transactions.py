@@ -10,6 +10,7 @@ model's like a pulled record.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Sequence
 
 import attrs
@@ -352,7 +353,10 @@ class TransactionsMixin(RecordsMixin):
         was down (its remoting server closes first), or one of a message whose count the stop's runs may
         have raised to the discard. rule: transaction/check-restart"""
         slack = self.eps + self.run_slack_ms
-        if any(start - slack <= when <= end for start, end in self.restarts):
+        spans = list(self.restarts)
+        if self.restarting is not None:  # one in flight: down from its invoke on
+            spans.append((self.restarting, sys.maxsize))
+        if any(start - slack <= when <= end for start, end in spans):
             return True
         if self.tx_stop is None:
             return False
@@ -472,7 +476,7 @@ class TransactionsMixin(RecordsMixin):
                     if copy is not None:
                         self.drop_chain(uniq, copy)
                     continue
-                if self.restarts and self.unheard_or_discarded(when, req):
+                if (self.restarts or self.restarting is not None) and self.unheard_or_discarded(when, req):
                     self.tx_unheard.add(req.commit_log_offset)  # the model's copy the broker may not have
                     continue
                 self.report(
