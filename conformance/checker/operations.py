@@ -384,6 +384,9 @@ class OperationsMixin(PullsMixin):
         asked = inv.value.get("graceful") if isinstance(inv.value, dict) else None
         self.state = self.model.restart(self.state, inv.time, orderly=asked is True)
         self.restarting = inv.time
+        # The target may deliver again what it delivered before, once it answers again (which may be
+        # before the suite sees the restart complete); the model cannot say how often.
+        self.open_queues.update(self.delivery_queues)
 
         def complete(resp: Response, e: Event) -> None:
             self.restarting = None

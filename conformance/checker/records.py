@@ -9,6 +9,7 @@ from its own configuration or a client adds on reading.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Final
 
@@ -480,11 +481,14 @@ class RecordsMixin(OrderMixin):
         restart completed: it persists its offsets in its shutdown, which may come after that delivery or
         not at all under SIGKILL). rule: schedule/restart-redelivery"""
         flush = self.model.flush_delay_offset_interval_ms
+        spans = list(self.restarts)
+        if self.restarting is not None:  # the broker may answer again before the suite's restart completes
+            spans.append((self.restarting, sys.maxsize))
         return next(
             (
                 x
                 for x in seen
-                for start, done in self.restarts
+                for start, done in spans
                 if x.level is not None
                 and x.topic == r.topic
                 and x.model.reconsume_times == r.reconsume_times  # the same copy, not the next retry
