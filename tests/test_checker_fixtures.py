@@ -13,7 +13,7 @@ from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
 from rmqspec.conformance.checker import check_history
 from rmqspec.conformance.history import Event, RecordingTarget
 from rmqspec.reference.batch import Batch, BatchEntry
-from rmqspec.reference.config import BrokerConfig
+from rmqspec.reference.config import BrokerConfig, Profile
 from rmqspec.reference.constants import TxAction
 from rmqspec.reference.model import ConsumerSendBack, EndTx, Heartbeat, Model, Pull, Send, SendBatch
 from rmqspec.reference.put import Message
@@ -745,3 +745,37 @@ def test_a_check_the_broker_made_only_after_a_crash_restarts_the_chain() -> None
     # the rounds placed where the history shows them, as for a real broker
     assert names(history(True), TX_CFG, check_phase_ms=None) == set()
     assert names(history(False), TX_CFG, check_phase_ms=None) != set()
+
+
+def test_a_relative_timer_delay_is_read_by_the_brokers_clock_at_the_put() -> None:
+    """apache:5.5.0, conform-real: a half message with TIMER_DELAY_SEC sent at the end of a second was put
+    in the next one, so its TIMER_OUT_MS was one precision later than the model's (computed at the
+    invoke); the checker called it wrong-properties. The broker's clock at the put lies between the
+    send's invoke and completion: any value a put then gives is its."""
+    cfg = BrokerConfig("1s 2s 3s", profile=Profile.V5)
+
+    def history(took: int, out_shift: int) -> list[Event]:
+        t = target(Model(cfg))
+        t.advance_to(EPOCH + 800)
+        p = props(UNIQ_KEY="T1", TRAN_MSG="true", PGROUP="PG", TIMER_DELAY_SEC="30")
+        sent = t.execute(Send(Message("T", b"h", p, sys_flag=4, producer_group="PG")))
+        t.events[-1] = at(t.events[-1], 800 + took)
+        table, msg_id = sent.fields["queue_offset"], str(sent.fields["msg_id"])
+        req = EndTransaction(
+            "PG", int(str(table)), int(msg_id[-16:], 16), TxAction.COMMIT, transaction_id="T1"
+        )
+        t.advance_to(EPOCH + 1500)
+        t.execute(
+            EndTx(req)
+        )  # the commit of a timer half message goes to the half topic (timer/transactional)
+        t.advance_to(EPOCH + 2000)
+        t.execute(Pull("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0))
+        for e in t.events:
+            for r in e.value.get("records", []):
+                r["properties"]["TIMER_OUT_MS"] = str(int(r["properties"]["TIMER_OUT_MS"]) + out_shift)
+        return t.events
+
+    assert names(history(0, 0), cfg) == set()
+    assert names(history(300, 1000), cfg) == set()  # put at 1100: the deliver time's slot is one later
+    assert names(history(100, 1000), cfg) == {"wrong-properties"}  # a put by 900 cannot give that
+    assert names(history(300, 2000), cfg) == {"wrong-properties"}
