@@ -168,8 +168,10 @@ class TransactionsMixin(RecordsMixin):
         allowed, and followed (the model checks what the broker checked), when
 
         * it carries the next count of an earlier record the broker read again: one in the crash's
-          window, or one the model's runs checked while the broker stopped, unheard, in runs the broker
-          did not make (those copies of the model's are then not the broker's: passed over);
+          window (a copy the model made of it unheard may be the broker's too: its checks are allowed,
+          not owed), or one the model's runs checked while the broker stopped, unheard, in runs the broker
+          did not make (those copies of the model's are then not the broker's: dropped with what the model
+          made from them);
         * or it carries a count higher than the next one by at most the runs the stop may have made
           beyond the model's, each of which raised the count unheard.
 
@@ -217,8 +219,7 @@ class TransactionsMixin(RecordsMixin):
                 # the stop wrote it, its progress was not kept), or not: its check is allowed, not owed
                 self.tx_optional.add((uniq, n + 1))
             elif unheard_copy is not None:  # not read again: the broker never made that run
-                since = unheard_copy.store_timestamp
-                self.pass_over(uniq, [x for x in later if _count(x) >= n and x.store_timestamp >= since])
+                self.drop_chain(uniq, unheard_copy)
             self.follow_check(c, e, r)
             return True
         latest = halves[-1]
@@ -269,8 +270,9 @@ class TransactionsMixin(RecordsMixin):
     def stale_across_restart(self, t: int, req: CheckRequest, c: CheckEvent, e: Event, uniq: str) -> bool:
         """A check the model expected before a restart, made by the broker only after it (it was down, or
         its run fell after the kill), when the model's runs since have gone on from the copy that check
-        made: the broker's check is a fresh one of the record the model checked then; the model's copy and
-        what it made from it are passed over. rule: transaction/check-restart"""
+        made: the broker's check is a fresh one of the record the model checked then; the model's copy may
+        be the broker's too (made before the crash, its check unheard) or not, so the checks made from it
+        are allowed, not owed. rule: transaction/check-restart"""
         assert self.tx_stop is not None
         invoked, _done, _runs = self.tx_stop
         if not t < invoked <= e.time:
