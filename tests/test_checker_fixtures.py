@@ -500,13 +500,17 @@ TX_CFG = BrokerConfig(
 )
 
 
-def _checked_ended_restarted(
-    restart_at: int, *, again: str | None, graceful: bool | None = None, down_ms: int = 600
-) -> list[Event]:
-    """U1 checked at 5000 (count 1) and committed through the check's copy; the broker restarts at
-    ``restart_at`` (SIGKILL unless ``graceful``) and, when ``again`` is a count, checks U1 once more with
-    that count at its first run after the restart, from a copy of its own."""
-    t = target(Model(TX_CFG))
+def _check_of_its_own(first: Event, count: str, time: int, index: int) -> Event:
+    """The check ``first`` made again by the broker, from a copy of its own (new offsets), with ``count``."""
+    value = json.loads(json.dumps(first.value))
+    value["commit_log_offset"] = value["message"]["commit_log_offset"] = 90_000
+    value["table_offset"] = value["message"]["queue_offset"] = 40
+    value["message"]["properties"]["TRANSACTION_CHECK_TIMES"] = count
+    return Event(index, -1, "ok", "check", value, EPOCH + time)
+
+
+def _u1_checked_then_committed(t: RecordingTarget) -> Event:
+    """U1 sent at 0, checked at 5000 (count 1), committed through the check's copy: the check event."""
     t.execute(Heartbeat("PG"))
     t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
     t.advance_to(EPOCH + 5000)
@@ -520,6 +524,17 @@ def _checked_ended_restarted(
         transaction_id="U1",
     )
     t.execute(EndTx(req))
+    return first
+
+
+def _checked_ended_restarted(
+    restart_at: int, *, again: str | None, graceful: bool | None = None, down_ms: int = 600
+) -> list[Event]:
+    """U1 checked at 5000 (count 1) and committed through the check's copy; the broker restarts at
+    ``restart_at`` (SIGKILL unless ``graceful``) and, when ``again`` is a count, checks U1 once more with
+    that count at its first run after the restart, from a copy of its own."""
+    t = target(Model(TX_CFG))
+    first = _u1_checked_then_committed(t)
     t.advance_to(EPOCH + restart_at)
     t.restart()
     if graceful is not None:
@@ -528,11 +543,7 @@ def _checked_ended_restarted(
     t.events[-1] = at(t.events[-1], restart_at + down_ms)
     events = [*t.events]
     if again is not None:
-        value = json.loads(json.dumps(first.value))
-        value["commit_log_offset"] = value["message"]["commit_log_offset"] = 90_000
-        value["table_offset"] = value["message"]["queue_offset"] = 40
-        value["message"]["properties"]["TRANSACTION_CHECK_TIMES"] = again
-        events.append(Event(len(events), -1, "ok", "check", value, EPOCH + restart_at + down_ms + 5000))
+        events.append(_check_of_its_own(first, again, restart_at + down_ms + 5000, len(events)))
     return events
 
 
@@ -571,11 +582,7 @@ def _unresolved_through_a_stop(down_ms: int, again: str | None) -> list[Event]:
     )
     events += [heartbeat, at(events[1], 6002 + down_ms, index=len(events) + 1)]
     if again is not None:
-        value = json.loads(json.dumps(first.value))
-        value["commit_log_offset"] = value["message"]["commit_log_offset"] = 90_000
-        value["table_offset"] = value["message"]["queue_offset"] = 40
-        value["message"]["properties"]["TRANSACTION_CHECK_TIMES"] = again
-        events.append(Event(len(events), -1, "ok", "check", value, EPOCH + 6000 + down_ms + 5100))
+        events.append(_check_of_its_own(first, again, 6000 + down_ms + 5100, len(events)))
     return events
 
 
@@ -647,28 +654,12 @@ def test_an_end_transaction_of_unknown_outcome_may_leave_the_message_checked() -
 
     def history(unknown: bool) -> list[Event]:
         t = target(Model(TX_CFG))
-        t.execute(Heartbeat("PG"))
-        t.execute(Send(Message("T", b"a", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4)))
-        t.advance_to(EPOCH + 5000)
-        first = next(e for e in t.events if e.f == "check")
-        req = EndTransaction(
-            "PG",
-            first.value["table_offset"],
-            first.value["commit_log_offset"],
-            TxAction.COMMIT,
-            True,
-            transaction_id="U1",
-        )
-        t.execute(EndTx(req))
+        first = _u1_checked_then_committed(t)
         if unknown:
             t.events[-1] = Event(
                 t.events[-1].index, 0, "info", "end_tx", {"error": "cannot connect"}, EPOCH + 5000
             )
-        again = json.loads(json.dumps(first.value))
-        again["commit_log_offset"] = again["message"]["commit_log_offset"] = 90_000
-        again["table_offset"] = again["message"]["queue_offset"] = 40
-        again["message"]["properties"]["TRANSACTION_CHECK_TIMES"] = "2"
-        return [*t.events, Event(len(t.events), -1, "ok", "check", again, EPOCH + 10_000)]
+        return [*t.events, _check_of_its_own(first, "2", 10_000, len(t.events))]
 
     assert names(history(True), TX_CFG) == set()
     assert names(history(False), TX_CFG) == {"check-after-resolution"}

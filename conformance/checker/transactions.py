@@ -426,12 +426,7 @@ class TransactionsMixin(RecordsMixin):
         prev = half.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")
         if times is None or not times.isdigit() or not prev.isdigit() or int(prev) + 1 != int(times):
             return False
-        self.state, req = self.model.check_now(self.state, half, self.model_time or e.time)
-        self.note_parent(req, half)
-        self.count("checks")
-        self.bind(c.commit_log_offset, req.commit_log_offset)
-        self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
-        self.compare_check_message(c.message, req.message, e)
+        self.follow_check(c, e, half)
         return True
 
     def compare_check_message(self, got: Record, want: Record, e: Event) -> None:
