@@ -90,7 +90,7 @@ def end_transaction(
     bad = check_prepare_message(half, req, sem)
     if bad is not None:
         return state, bad
-    if sem.end_tx_idempotent() and _ended(state, half):  # rule: transaction/not-idempotent
+    if sem.end_tx_idempotent() and named_by_op(state, half, sem):  # rule: transaction/not-idempotent
         return state, EndTxOk(committed=None, op=None)
     committed: Record | None = None
     if sem.commit_writes_message() if action == TxAction.COMMIT else sem.rollback_writes_message():
@@ -108,18 +108,10 @@ def end_transaction(
     return state, EndTxOk(committed=committed, op=op, remark=remark)  # rule: transaction/rollback
 
 
-def _ended(state: BrokerState, half: Record) -> bool:
-    """Whether an op message already names ``half`` (only a broker that keeps that state asks)."""
-    for clo, _size, _tags in state.store.cq(OP_TOPIC, half.queue_id):
-        op = state.store.lookup(clo)
-        if op is not None and str(half.queue_offset).encode() in op.body.split(b","):
-            return True
-    return False
-
-
 def named_by_op(state: BrokerState, half: Record, sem: Semantics) -> bool:
     """Whether an op message written so far names the half record ``half`` (a run that reads the op
-    queue to its end skips it). rule: transaction/check-resolved"""
+    queue to its end skips it; a broker that keeps transaction state would refuse to end it again).
+    rule: transaction/check-resolved"""
     for clo, _size, _tags in state.store.cq(OP_TOPIC, 0):
         op = state.store.lookup(clo)
         offsets = None if op is None else _op_offsets(op, sem)

@@ -876,3 +876,34 @@ def test_a_check_count_that_is_not_an_integer_reads_as_minus_one() -> None:
     state, events = model.advance(state, 0, 5000)
     checks = [e for e in events if isinstance(e, CheckRequest)]
     assert [c.message.properties.get("TRANSACTION_CHECK_TIMES") for c in checks] == ["0"]
+
+
+def test_an_orderly_stop_writes_the_queued_op_entries_and_a_crash_loses_them() -> None:
+    """5.x queues a resolution for its op batch service; the service writes the queue when it is stopped
+    (``TransactionalOpBatchService.onWaitEnd`` on shutdown, 5.5.0), and a crash loses it.
+    rule: transaction/check-restart, transaction/op-batch"""
+    from rmqspec.reference.config import BrokerConfig, Profile
+    from rmqspec.reference.constants import OP_TOPIC, TxAction
+    from rmqspec.reference.model import Model
+    from rmqspec.reference.observations import SendOk
+    from rmqspec.reference.put import Message
+    from rmqspec.reference.records import props
+    from rmqspec.reference.transaction import EndTransaction
+
+    model = Model(BrokerConfig("1s 2s", profile=Profile.V5))
+    state = model.initial()
+    msg = Message(
+        "T", b"h", props(UNIQ_KEY="U1", TRAN_MSG="true", PGROUP="PG"), sys_flag=4, producer_group="PG"
+    )
+    state, sent = model.send(state, msg, 1000)
+    assert isinstance(sent, SendOk)
+    half = sent.record
+    req = EndTransaction(
+        "PG", half.queue_offset, half.commit_log_offset, TxAction.COMMIT, transaction_id="U1"
+    )
+    state, _ = model.end_transaction(state, req, 1100)
+    assert state.tx_op_pending and not state.store.cq(OP_TOPIC, 0)  # queued, not written yet
+    orderly = model.dispatch(model.restart(state, 1200, orderly=True))
+    crash = model.dispatch(model.restart(state, 1200))
+    assert len(orderly.store.cq(OP_TOPIC, 0)) == 1 and not orderly.tx_op_pending
+    assert not crash.store.cq(OP_TOPIC, 0) and not crash.tx_op_pending

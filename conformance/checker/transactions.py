@@ -209,8 +209,9 @@ class TransactionsMixin(RecordsMixin):
                 ),
                 None,
             )
-            unheard = unheard_copy is not None
-            if not (reread or unheard) or not checked_on_rereading(self.state, r, e.time, sem):
+            if not (reread or unheard_copy is not None) or not checked_on_rereading(
+                self.state, r, e.time, sem
+            ):
                 continue
             if reread:
                 self.tx_reread_done.add(r.queue_offset)
