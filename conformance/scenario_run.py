@@ -66,6 +66,9 @@ from .scenarios import OPS, Scenario, ScenarioError, broker_config
 # is judged on this scenario's own messages only.
 _EMPTY_CODES = frozenset({Code.TOPIC_NOT_EXIST, Code.PULL_NOT_FOUND, Code.PULL_OFFSET_MOVED})
 _DISPATCHED_READS = frozenset({"pull", "max_offset", "query"})
+# Steps whose broker-side moment starts a clock the spec times from (a store time a delay or a timeout
+# counts from). On a wall clock that moment is known only to lie between the step's invoke and its answer.
+_TIMED_WRITES = frozenset({"send", "send_half", "send_batch", "send_back", "end_tx", "batch_client"})
 # Send answers that mean "stored" (facts §8: the client maps 10, 11 and 12 to send statuses, not errors).
 _STORED_CODES = frozenset(
     {Code.SUCCESS, Code.FLUSH_DISK_TIMEOUT, Code.SLAVE_NOT_AVAILABLE, Code.FLUSH_SLAVE_TIMEOUT}
@@ -211,6 +214,10 @@ class _Runner:
         self.shared = not target.info.isolated
         self.system_queue = False  # the current step's offsets are those of a system topic's queue
         self.step_at: int | None = None  # the current step's ``at`` (ms since start), if it has one
+        # On a wall clock: the longest a timed write took so far (answer minus invoke, ms). ``at(NAME)`` and
+        # a step's ``at`` are invoke times; the broker stored what a deadline counts from at most this much
+        # later, so every wall-clock deadline ends this much later (never earlier: lower bounds stay).
+        self.lag = 0
         # A check item's ``at`` assumes the check service's phase of the logical clock (rounds at multiples
         # of the interval): compared only there. A wall clock (or a model run at another phase) has its
         # rounds judged by the history checker instead.
@@ -552,14 +559,18 @@ class _Runner:
             self.checks = later
             return None
         if op == "batch_client":
+            began = self.t.now()
             self.batch_client(i, args, expect)
+            self.note_lag(op, began)
             return None
         built = self.build(op, args, i)
         self.system_queue = self.shared and _in_system_queue(built, self.config.profile is Profile.V5)
         if "as" in step:  # at(NAME): when this step ran (a send's name also names its message)
             self.sent_at[str(step["as"])] = self.t.now() - self.t0
         scan = self.shared and isinstance(built, Pull) and built.topic in SYSTEM_TOPICS
+        began = self.t.now()
         resp, problems = self.execute_until(i, op, built, expect, until, scan)
+        self.note_lag(op, began)
         self.note_records(resp)
         if op == "pull":
             self.pull_names[i] = frozenset(self.uniq_to_name(r.uniq_key) for r in resp.records)
@@ -580,6 +591,20 @@ class _Runner:
                     self.sent_at[name] = self.sent_at.get(str(step["as"]), self.t.now() - self.t0)
         return None
 
+    def note_lag(self, op: str, began: int) -> None:
+        if self.wall and op in _TIMED_WRITES:
+            self.lag = max(self.lag, self.t.now() - began)
+
+    @property
+    def late(self) -> int:
+        """On a wall clock, how long after a moment the spec names the broker may act: epsilon, and the
+        longest a timed write took (the broker's store time of what it counts from is not seen closer)."""
+        return self.eps + self.lag if self.wall else 0
+
+    def allowed(self, value: int) -> str:
+        taken = f" (epsilon {self.eps} + {self.lag} ms a write took)" if self.lag else ""
+        return f"allowed [{value}, {value + self.late}]{taken}"
+
     def execute_until(
         self,
         i: int,
@@ -592,9 +617,7 @@ class _Runner:
         """Run the operation; read again while the spec allows the answer to be not yet there."""
         if until is not None and op != "pull":
             raise ScenarioError(f"{self.s.id} step {i + 1}: 'until' is for pull and checks steps")
-        deadline = (
-            self.deadline(until) if until is not None else self.t.now() + (self.eps if self.wall else 0)
-        )
+        deadline = self.deadline(until) if until is not None else self.t.now() + self.late
         want = self.plan.pulls.get(i) if self.plan is not None and expect is None and op == "pull" else None
         while True:
             resp = self.scan_system(built) if scan and isinstance(built, Pull) else self.t.execute(built)
@@ -694,7 +717,7 @@ class _Runner:
     def deadline(self, until: Any) -> int:
         """The absolute time an ``until`` step waits up to: the moment it names, and on a wall clock
         epsilon more (a broker MAY be late by that much, never early: transaction/check-interval)."""
-        return self.t0 + int(until) + (self.eps if self.wall else 0)
+        return self.t0 + int(until) + self.late
 
     def checks_to_judge(self, expect: Any, until: Any, i: int) -> tuple[list[CheckEvent], list[CheckEvent]]:
         """The checks a ``checks`` step judges, and those it leaves to the next ``checks`` step.
@@ -835,10 +858,8 @@ class _Runner:
                 elif key == "store_at":
                     got, value = rec.store_timestamp - self.t0, int(value)
                     if self.wall:
-                        if not value <= got <= value + self.eps:
-                            out.append(
-                                f"message {n}: stored at +{got} ms, allowed [{value}, {value + self.eps}]"
-                            )
+                        if not value <= got <= value + self.late:
+                            out.append(f"message {n}: stored at +{got} ms, {self.allowed(value)}")
                         continue
                 elif key == "new_offset_from":
                     orig = self.commit_log_offset(self.ref(str(value), i), i)
@@ -872,8 +893,8 @@ class _Runner:
             return [f"message {n}: property {key}: expected a time {value}, got {got!r}"]
         t = int(got)
         if self.wall:
-            if not value <= t <= value + self.eps:
-                return [f"message {n}: property {key}: {t}, allowed [{value}, {value + self.eps}]"]
+            if not value <= t <= value + self.late:
+                return [f"message {n}: property {key}: {t}, {self.allowed(value)}"]
         elif t != value:
             return [f"message {n}: property {key}: expected {value}, got {t}"]
         return []

@@ -189,3 +189,57 @@ def test_a_wall_clock_runs_checks_are_paired_by_message_and_count_not_by_arrival
     assert runner.in_expected_order([b, a], want, 3) == [a, b]
     only_b = runner.expected_checks([{"ref": "b", "check_times": 1}, {"ref": "b", "check_times": 1}], 3)
     assert runner.in_expected_order([a, b], only_b, 3) == [b, a]  # a unpaired: judged (and failed) in place
+
+
+class _SlowStore(_WallLike):
+    """A wall-clock-like broker that stores each send ``delay`` ms after the client asked (a cold broker,
+    a loaded machine): the store time a delay counts from lies anywhere in the send's interval."""
+
+    def __init__(self, model: Model, delay: int, late: int = 0) -> None:
+        super().__init__(model)
+        self.delay = delay
+        self.late = late  # and delivers this much after the due time (schedule service lateness)
+
+    def execute(self, op: Any) -> Any:
+        from rmqspec.reference.model import Send
+
+        if isinstance(op, Send):
+            self.advance_to(self.now() + self.delay)
+        return super().execute(op)
+
+
+DELAYED = [
+    {"at": 0, "send": {"topic": "T", "body": "x", "props": {"DELAY": "1"}}, "as": "m"},
+    {"at": "=at(m) + 999", "pull": {"topic": "T"}, "expect": {"code": "PULL_NOT_FOUND"}},
+    {
+        "at": "=at(m) + 1000",
+        "pull": {"topic": "T"},
+        "expect": {"code": "SUCCESS", "messages": [{"ref": "m", "store_at": "=at(m) + 1000"}]},
+    },
+]
+
+
+def _run_on(target: InProcessTarget, steps: list[dict[str, Any]], eps: int) -> Any:
+    scenario = make_scenario({"name": "t", "steps": steps}, "schedule/due-time", "test")
+    runner = _Runner(scenario, target, eps, "t", None)
+    return runner.run(), runner
+
+
+def test_a_wall_deadline_counts_from_the_end_of_a_slow_send() -> None:
+    """at(m) is the send's invoke; the broker stored m (and counts its delay from there) up to the send's
+    answer: 600 ms later here. Due at +1600 is within [1000, 1000 + epsilon + 600], and the runner says
+    why it allowed it; the lower bound does not move."""
+    result, runner = _run_on(_SlowStore(Model(CFG), delay=600), DELAYED, eps=100)
+    assert result.outcome == "pass", _messages(result)
+    assert runner.lag == 600
+
+
+def test_a_wall_deadline_past_the_slow_send_still_fails() -> None:
+    """Later than epsilon after the end of the slowest timed write: a failure that names both parts."""
+    steps = [dict(s) for s in DELAYED]
+    steps[2] = dict(
+        steps[2], expect={"code": "SUCCESS", "messages": [{"ref": "m", "store_at": "=at(m) + 800"}]}
+    )
+    result, _ = _run_on(_SlowStore(Model(CFG), delay=600), steps, eps=100)
+    want = "message 0: stored at +1600 ms, allowed [800, 1500] (epsilon 100 + 600 ms a write took)"
+    assert any(want in m for m in _messages(result)), _messages(result)
