@@ -208,7 +208,7 @@ class _SlowStore(_WallLike):
         return super().execute(op)
 
 
-DELAYED = [
+DELAYED: list[dict[str, Any]] = [
     {"at": 0, "send": {"topic": "T", "body": "x", "props": {"DELAY": "1"}}, "as": "m"},
     {"at": "=at(m) + 999", "pull": {"topic": "T"}, "expect": {"code": "PULL_NOT_FOUND"}},
     {
