@@ -47,10 +47,14 @@ from .trace_format import (
 from .trace_gen import TRACE_CONFIG
 from .trace_keyed import (
     ANOMALY_COLUMNS,
-    check_frame,
+    Vocab,
+    check_coded,
     check_levels,
     check_lifecycle,
     check_queues,
+    encode,
+    read_coded,
+    recode,
 )
 
 RESULT_COLUMNS = ["file", "history_id", "verdict", "rows", "events", "anomalies", "lateness"]
@@ -314,7 +318,7 @@ def verify(
         spark = own = spark_session(master)
     try:
         if mode == "keyed":
-            return _verify_keyed(files, rows_read, eps, engine, spark, start, config)
+            return _verify_keyed(files, rows_read, eps, engine, spark, start, config, workers)
         results = _collect_whole(files, eps, engine, spark, workers, config)
     except TraceError:
         raise
@@ -363,15 +367,43 @@ def verify(
 # --- keyed mode ------------------------------------------------------------------------------------
 
 
-def _load_frame(files: list[str]) -> pd.DataFrame:
-    frames = []
-    for f in files:
-        p = Path(f)
-        if p.suffix == ".parquet":
-            frames.append(read_parquet_table(p).to_pandas())
-        else:
-            frames.append(pd.DataFrame(list(read_rows(p)), columns=list(NAMES)))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(NAMES))
+def _load_coded(path: str) -> tuple[pd.DataFrame, Vocab]:
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return read_coded(p)
+    return encode(pd.DataFrame(list(read_rows(p)), columns=list(NAMES)))
+
+
+def _keyed_file(path: str, eps: int, config: BrokerConfig) -> tuple[pd.DataFrame, int, list[str]]:
+    """One file's keyed verdicts (a history lies in one file, docs/traces.md): its anomalies, its rows
+    and the histories it holds."""
+    df, vocab = _load_coded(path)
+    anomalies = check_coded(df, vocab, config, eps)
+    held = vocab.decode(pd.unique(df["history_id"].to_numpy())).tolist()
+    return anomalies, len(df), [str(h) for h in held]
+
+
+def _keyed_local(
+    files: list[str], eps: int, config: BrokerConfig, workers: int
+) -> tuple[pd.DataFrame, int, int]:
+    if workers > 1 and len(files) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(files))) as pool:
+            parts = pool.starmap(_keyed_file, [(f, eps, config) for f in files])
+    else:
+        parts = [_keyed_file(f, eps, config) for f in files]
+    where: dict[str, str] = {}
+    for f, (_, _, held) in zip(files, parts, strict=True):
+        for h in held:
+            if h in where:
+                raise TraceError(
+                    f"{f}: history {h} is also in {where[h]} (a history's rows are in one file, docs/traces.md)"
+                )
+            where[h] = f
+    frames = [a for a, _, _ in parts if not a.empty]
+    anomalies = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ANOMALY_COLUMNS)
+    return anomalies, sum(n for _, n, _ in parts), len(where)
 
 
 def _verify_keyed(
@@ -382,12 +414,10 @@ def _verify_keyed(
     spark: Any | None,
     start: float,
     config: BrokerConfig,
+    workers: int = 1,
 ) -> VerifyResult:
     if engine in ("local", "pool"):
-        df = _load_frame(files)
-        checked = len(df)
-        anomalies = check_frame(df, config, eps)
-        histories = int(df["history_id"].nunique())
+        anomalies, checked, histories = _keyed_local(files, eps, config, workers if engine == "pool" else 1)
     else:
         assert spark is not None
         anomalies, checked, histories = _keyed_spark(spark, files, eps, config)
@@ -429,10 +459,12 @@ def _anomaly_schema() -> Any:
 
 def _lifecycle_worker(ends: pd.DataFrame, eps: int, config: BrokerConfig) -> Any:
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        frame = _whole_partition(frames)
-        inv = frame[frame["type"] == "invoke"]
-        rec = frame[frame["type"] == "rec"]
-        yield _for_arrow(check_lifecycle(inv, rec, ends, config, eps))
+        frame, vocab = encode(_whole_partition(frames))
+        kind = frame["type"].to_numpy()
+        inv = frame[kind == vocab.code("invoke")]
+        rec = frame[kind == vocab.code("rec")]
+        coded_ends = recode(ends, vocab, ("history_id", "topic"))
+        yield _for_arrow(check_lifecycle(inv, rec, coded_ends, config, eps, vocab))
 
     return run
 
@@ -449,15 +481,17 @@ def _whole_partition(frames: Iterator[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _queue_worker(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    yield _for_arrow(check_queues(_whole_partition(frames)))
+    frame, vocab = encode(_whole_partition(frames))
+    yield _for_arrow(check_queues(frame, vocab))
 
 
 def _level_worker(config: BrokerConfig) -> Any:
     def run(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        frame = _whole_partition(frames)
-        inv = frame[frame["type"] == "invoke"]
-        rec = frame[frame["type"] == "rec"]
-        yield _for_arrow(check_levels(inv, rec, config))
+        frame, vocab = encode(_whole_partition(frames))
+        kind = frame["type"].to_numpy()
+        inv = frame[kind == vocab.code("invoke")]
+        rec = frame[kind == vocab.code("rec")]
+        yield _for_arrow(check_levels(inv, rec, config, vocab))
 
     return run
 
