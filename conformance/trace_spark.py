@@ -7,11 +7,12 @@ Two modes (docs/traces.md):
   span two files (``rmqspec traces generate`` never splits one). Two Spark engines run the same worker
   code: ``rdd`` (``RDD.mapPartitions`` over the file list) and ``pandas`` (``DataFrame.mapInPandas``
   over a one-column frame of file paths); the benchmark measured both and ``rdd`` is the default.
-* ``keyed``: the rules of ``trace_keyed``, with the trace split by key (message, queue, level) so that
-  one huge history is checked in parallel: Spark SQL pairs invocations with completions (a window by
-  history and process), resolves send-backs (a join on the commit-log offset) and finds the last
-  read-to-end of every queue, then ``mapInPandas`` runs the vectorised checks on partitions
-  hash-partitioned by each rule's key.
+* ``keyed``: the column checks of ``trace_keyed``. ``local``, ``pool`` and Spark ``rdd`` check whole
+  files (a Spark task per file, no shuffle: a history lies in one file, so every key's rows do).
+  Spark ``pandas`` splits the trace by key (message, queue, level) so that one huge history is checked
+  in parallel: Spark SQL pairs invocations with completions (a window by history and process), resolves
+  send-backs (a join on the commit-log offset) and finds the last read-to-end of every queue, then
+  ``mapInPandas`` runs the same checks on partitions hash-partitioned by each rule's key.
 
 Worker functions are module-level and import only the package, so they run on any cluster that has
 rmqspec installed. Every run counts rows read and rows checked and refuses to report a verdict when
@@ -383,10 +384,35 @@ def _keyed_file(path: str, eps: int, config: BrokerConfig) -> tuple[pd.DataFrame
     return anomalies, len(df), [str(h) for h in held]
 
 
+def _keyed_files(
+    paths: Iterable[str], eps: int, config: BrokerConfig
+) -> Iterator[tuple[str, list[Any], int, list[str]]]:
+    """A Spark task's files, each judged by ``_keyed_file``: (file, anomaly rows, rows, histories)."""
+    for path in paths:
+        anomalies, rows, held = _keyed_file(path, eps, config)
+        yield (
+            path,
+            [tuple(str(x) for x in r) for r in anomalies[ANOMALY_COLUMNS].itertuples(index=False)],
+            rows,
+            held,
+        )
+
+
 def _keyed_local(
-    files: list[str], eps: int, config: BrokerConfig, workers: int
+    files: list[str], eps: int, config: BrokerConfig, workers: int, spark: Any | None = None
 ) -> tuple[pd.DataFrame, int, int]:
-    if workers > 1 and len(files) > 1:
+    """Keyed mode over whole files: in this process, a process pool, or Spark tasks (one per file, no
+    shuffle: a history lies in one file, so every key's rows do)."""
+    if spark is not None:
+        sc = spark.sparkContext
+        rdd = sc.parallelize(files, len(files)).mapPartitions(lambda it: _keyed_files(list(it), eps, config))
+        got = {path: (rows, n, held) for path, rows, n, held in rdd.collect()}
+        parts = [
+            (pd.DataFrame(got[f][0], columns=ANOMALY_COLUMNS), got[f][1], got[f][2])
+            for f in files
+            if f in got
+        ]
+    elif workers > 1 and len(files) > 1:
         import multiprocessing
 
         with multiprocessing.get_context("spawn").Pool(min(workers, len(files))) as pool:
@@ -418,6 +444,8 @@ def _verify_keyed(
 ) -> VerifyResult:
     if engine in ("local", "pool"):
         anomalies, checked, histories = _keyed_local(files, eps, config, workers if engine == "pool" else 1)
+    elif engine == "rdd":
+        anomalies, checked, histories = _keyed_local(files, eps, config, 1, spark)
     else:
         assert spark is not None
         anomalies, checked, histories = _keyed_spark(spark, files, eps, config)

@@ -117,7 +117,13 @@ def verify_cmd(
     mode: Annotated[
         str, typer.Option(help="whole (the full checker per history) or keyed (split by key)")
     ] = "whole",
-    engine: Annotated[str, typer.Option(help="rdd, pandas (Spark), local (one process) or pool")] = "rdd",
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="rdd, pandas (Spark), local (one process) or pool; keyed mode: rdd, local and pool check "
+            "whole files, pandas splits the rows by key (one huge history in parallel)"
+        ),
+    ] = "rdd",
     epsilon: Annotated[int, typer.Option(help="allowed lateness, ms (0 for logical-clock traces)")] = 0,
     report: Annotated[Path | None, typer.Option(help="write totals and anomalies as JSON")] = None,
     plots: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,

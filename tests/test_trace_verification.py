@@ -196,12 +196,19 @@ def test_spark_whole_histories(spark: Any, engine: str, reference_traces: Path, 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_keyed_agrees_with_one_process(spark: Any, reference_traces: Path, mutant_traces: Path) -> None:
-    ok = verify(reference_traces, mode="keyed", engine="rdd", spark=spark)
-    assert ok.passed and ok.rows_read == ok.rows_checked
-    bad = verify(mutant_traces, mode="keyed", engine="rdd", spark=spark)
+@pytest.mark.parametrize("engine", ["rdd", "pandas"])
+def test_spark_keyed_agrees_with_one_process(
+    spark: Any, engine: str, reference_traces: Path, mutant_traces: Path
+) -> None:
+    """A task per file (rdd) and the split by key (pandas) find what one process finds, to the text."""
+    ok = verify(reference_traces, mode="keyed", engine=engine, spark=spark)
+    assert ok.passed and ok.rows_read == ok.rows_checked and ok.histories == 24
+    bad = verify(mutant_traces, mode="keyed", engine=engine, spark=spark)
     local = verify(mutant_traces, mode="keyed", engine="local")
     assert bad.by_rule == local.by_rule and set(bad.failed) == set(local.failed)
+    assert bad.anomalies == local.anomalies and bad.anomalies
+    pool = verify(mutant_traces, mode="keyed", engine="pool", workers=2)
+    assert pool.anomalies == local.anomalies and pool.rows_checked == local.rows_checked
 
 
 def test_a_trace_is_judged_against_its_own_settings(tmp_path: Path) -> None:
