@@ -117,6 +117,8 @@ def deliver_due(
     """
     events: list[Delivered | DroppedOnDelivery] = []
     for level in range(1, state.config.max_delay_level + 1):
+        if schedule_offset(state, level) >= len(state.store.cq(SCHEDULE_TOPIC, sem.schedule_queue_id(level))):
+            continue  # nothing at or after the offset: deliver_head would find the level empty, unchanged
         while True:
             state, out = deliver_head(state, level, now, sem)
             if isinstance(out, Delivered | DroppedOnDelivery):
