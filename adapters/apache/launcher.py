@@ -806,10 +806,11 @@ class ApacheBroker:
 
 
 def _cleanup(state: BrokerState, cache: Path | None) -> None:
-    """Remove what a broker that is gone left behind: its namespace, state file and registry entry."""
+    """Remove what a broker that is gone left behind: its namespace (unless a process still holds it: a
+    restart between its stop and its start), state file and registry entry."""
     if state.netns is not None:
         ns = netns.Netns.named(state.netns)
-        if ns is not None and netns.exists(ns) and not netns.pids(ns):
+        if ns is not None and netns.exists(ns) and not netns.pids(ns) and not netns.held(ns):
             netns.delete(ns)
     with contextlib.suppress(OSError):
         (Path(state.dir) / STATE_FILE).unlink()
@@ -855,6 +856,10 @@ def sweep(cache: Path | None = None) -> list[str]:
             entry.unlink(missing_ok=True)
             continue
         if not state.alive:
+            if state.owner_pid is not None and pid_alive(state.owner_pid, state.owner_start):
+                # Its managing process lives: a restart between the stop and the unregistering (another
+                # suite's sweep must not take its namespace, whose address a new broker would then get).
+                continue
             _cleanup(state, cache)
             done.append(f"cleaned up after broker {state.version} (pid {state.pid}, gone) in {d}")
         elif state.owner_pid is not None and not pid_alive(state.owner_pid, state.owner_start):

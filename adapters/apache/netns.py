@@ -185,7 +185,8 @@ class Hold:
             f.close()
 
 
-def _held(ns: Netns) -> bool:
+def held(ns: Netns) -> bool:
+    """Whether a process holds the namespace (``Hold``): its broker is managed, though it may be down."""
     path = _lock_path(f"{ns.name}.lock")
     if not path.exists():
         return False
@@ -207,7 +208,7 @@ def sweep(min_age_s: float = 60.0) -> list[str]:
             age = time.time() - (NETNS_DIR / ns.name).stat().st_mtime
         except OSError:
             age = min_age_s
-        if age >= min_age_s and not pids(ns) and not _held(ns):
+        if age >= min_age_s and not pids(ns) and not held(ns):
             delete(ns)
             removed.append(ns.name)
     return removed
