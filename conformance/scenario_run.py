@@ -716,7 +716,8 @@ class _Runner:
 
     def deadline(self, until: Any) -> int:
         """The absolute time an ``until`` step waits up to: the moment it names, and on a wall clock
-        epsilon more (a broker MAY be late by that much, never early: transaction/check-interval)."""
+        epsilon more (a broker MAY be late by that much, never early: transaction/check-interval) plus the
+        longest timed write so far (``late``)."""
         return self.t0 + int(until) + self.late
 
     def checks_to_judge(self, expect: Any, until: Any, i: int) -> tuple[list[CheckEvent], list[CheckEvent]]:

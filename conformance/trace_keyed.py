@@ -134,13 +134,6 @@ def recode(df: pd.DataFrame, vocab: Vocab, columns: Iterable[str]) -> pd.DataFra
     return out
 
 
-def decode(df: pd.DataFrame, vocab: Vocab, columns: Iterable[str]) -> pd.DataFrame:
-    out = df.copy()
-    for c in columns:
-        out[c] = vocab.decode(df[c].to_numpy())
-    return out
-
-
 def read_coded(path: Path) -> tuple[pd.DataFrame, Vocab]:
     """A Parquet trace (schema checked as everywhere) as a coded frame: its string columns are read as
     Parquet stores them, one dictionary per column, and the dictionaries are merged into one vocabulary."""
