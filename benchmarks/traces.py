@@ -191,9 +191,27 @@ def replicate(src: Path, dst: Path, rows: int, goal: int) -> int:
     return written
 
 
+def _spark_rates(src: Path, dst: Path, mode: str, alone: float | None = None) -> dict[str, float]:
+    """Rows/s of ``mode`` on ``dst`` with Spark local[1] and local[2] (rdd: a task per file), each session
+    warmed on the small traces ``src`` first."""
+    rates: dict[str, float] = {}
+    for master in ("local[1]", "local[2]"):
+        spark = spark_session(master, "rmqspec bench")
+        try:
+            verify(src, mode=mode, engine="rdd", spark=spark)
+            n, s = _timed(lambda sp=spark: verify(dst, mode=mode, engine="rdd", spark=sp).rows_checked)  # type: ignore[misc]
+        finally:
+            spark.stop()
+        rates[master] = n / s
+        vs = f"  {n / s / alone:5.2f}x one process" if alone else ""
+        print(f"   {mode} Spark {master} rdd: {s:8.2f} s {n / s:12,.0f} rows/s{vs}")
+    return rates
+
+
 def large(src: Path, dst: Path, rows: int, one_process_small: float) -> None:
-    """Keyed mode at >= 20 M rows: one process against Spark local[1] and local[2] (a task per file)."""
-    print(f"   -- keyed mode at >= {LARGE_ROWS / 1e6:.0f} M rows --")
+    """Both modes at >= 20 M rows: keyed in one process against Spark local[1] and local[2] (a task per
+    file), whole on Spark only (one process would take as long as local[1], minutes)."""
+    print(f"   -- at >= {LARGE_ROWS / 1e6:.0f} M rows --")
     t0 = time.perf_counter()
     n_rows = replicate(src, dst, rows, LARGE_ROWS)
     print(f"   {n_rows:,} rows in {len(trace_files(dst))} files ({time.perf_counter() - t0:.0f} s to write)")
@@ -202,46 +220,18 @@ def large(src: Path, dst: Path, rows: int, one_process_small: float) -> None:
     print(
         f"   keyed one process: {s:8.2f} s {alone:12,.0f} rows/s ({alone / one_process_small:.2f}x the small size)"
     )
-    rates: dict[str, float] = {}
-    for master in ("local[1]", "local[2]"):
-        spark = spark_session(master, "rmqspec bench")
-        try:
-            verify(src, mode="keyed", engine="rdd", spark=spark)  # warm the workers on the small traces
-            n, s = _timed(lambda sp=spark: verify(dst, mode="keyed", engine="rdd", spark=sp).rows_checked)  # type: ignore[misc]
-        finally:
-            spark.stop()
-        rates[master] = n / s
-        print(
-            f"   keyed Spark {master} rdd: {s:8.2f} s {n / s:12,.0f} rows/s  {n / s / alone:5.2f}x one process"
-        )
-    one, two = rates["local[1]"], rates["local[2]"]
+    at = f"at {n_rows / 1e6:.1f} M rows"
+    keyed = _spark_rates(src, dst, "keyed", alone)
+    one, two = keyed["local[1]"], keyed["local[2]"]
     record(
         "spark-keyed",
-        f"{two / one:.2f}×; {two / alone:.2f}× one process (at {n_rows / 1e6:.1f} M rows)",
+        f"{two / one:.2f}×; {two / alone:.2f}× one process ({at})",
         two / one >= 1.7 and two > alone,
         full_size=n_rows >= LARGE_ROWS,
     )
-    # Whole mode on the same rows: the full checker on every history, a Spark task per file (minutes).
-    print(
-        f"   -- whole mode at >= {LARGE_ROWS / 1e6:.0f} M rows (Spark only: one process would take as long as local[1]) --"
-    )
-    whole: dict[str, float] = {}
-    for master in ("local[1]", "local[2]"):
-        spark = spark_session(master, "rmqspec bench")
-        try:
-            verify(src, mode="whole", engine="rdd", spark=spark)  # warm the workers on the small traces
-            n, s = _timed(lambda sp=spark: verify(dst, mode="whole", engine="rdd", spark=sp).rows_checked)  # type: ignore[misc]
-        finally:
-            spark.stop()
-        whole[master] = n / s
-        print(f"   whole Spark {master} rdd: {s:8.1f} s {n / s:12,.0f} rows/s")
+    whole = _spark_rates(src, dst, "whole")
     ratio = whole["local[2]"] / whole["local[1]"]
-    record(
-        "spark-whole",
-        f"{ratio:.2f}× (at {n_rows / 1e6:.1f} M rows)",
-        ratio >= 1.7,
-        full_size=n_rows >= LARGE_ROWS,
-    )
+    record("spark-whole", f"{ratio:.2f}× ({at})", ratio >= 1.7, full_size=n_rows >= LARGE_ROWS)
 
 
 def _per_event_us(events: int, seed: int = 99, repeats: int = 1) -> float:
