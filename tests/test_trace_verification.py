@@ -304,31 +304,32 @@ def test_bad_input_on_spark_is_one_line_and_exit_2(tmp_path: Path) -> None:
         "schema": "no rmqspec_trace = 1",
         "stringtime": "column time is string, not int64",
     }
-    for name, text in expect.items():
-        for mode in ("whole", "keyed"):
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "rmqspec",
-                    "traces",
-                    "verify",
-                    str(cases / name),
-                    "--master",
-                    "local[1]",
-                    "--mode",
-                    mode,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            assert proc.returncode == 2, (name, mode, proc.stdout[-500:], proc.stderr[-1500:])
-            want = (
-                "keyed mode on Spark reads Parquet traces" if (name, mode) == ("corrupt", "keyed") else text
-            )
-            assert "Traceback" not in proc.stderr and want in proc.stderr, (name, mode, proc.stderr[-800:])
-            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    # Keyed mode's default Spark engine checks whole files (JSON Lines too); its split by key reads Parquet.
+    runs = [(name, mode, "rdd", text) for name, text in expect.items() for mode in ("whole", "keyed")]
+    runs.append(("corrupt", "keyed", "pandas", "keyed mode on Spark reads Parquet traces"))
+    for name, mode, engine, want in runs:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmqspec",
+                "traces",
+                "verify",
+                str(cases / name),
+                "--master",
+                "local[1]",
+                "--mode",
+                mode,
+                "--engine",
+                engine,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 2, (name, mode, proc.stdout[-500:], proc.stderr[-1500:])
+        assert "Traceback" not in proc.stderr and want in proc.stderr, (name, mode, proc.stderr[-800:])
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     good = tmp_path / "good"
     subprocess.run(
         [
