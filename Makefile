@@ -5,16 +5,26 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv browser faketime conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
+.PHONY: constraints venv browser faketime conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Versions come from constraints.txt (every package, pinned), so two fresh installs on different days agree.
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (rmqspec needs Python 3.11)"; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,dev]'
 	touch $(STAMP)
+
+# After a change of pyproject.toml's dependencies: a fresh venv at the newest versions pyproject allows,
+# frozen into constraints.txt (commit it, after make test passes on it).
+constraints:
+	rm -rf .venv-constraints && $(PYTHON) -m venv .venv-constraints
+	.venv-constraints/bin/python -m pip install --quiet --upgrade pip
+	.venv-constraints/bin/python -m pip install --quiet -e '.[spark,dev]'
+	{ sed -n '1,3p' constraints.txt; .venv-constraints/bin/pip freeze --all --exclude-editable | grep -v '^rmqspec'; } > constraints.new
+	mv constraints.new constraints.txt && rm -rf .venv-constraints
 
 # The main job: the full conformance run on the embedded default target.
 conform: $(STAMP)
@@ -64,7 +74,9 @@ $(SITE_ASSETS): package.json package-lock.json
 	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $(SITE_ASSETS)
 
-pytest: $(STAMP) browser $(SITE_ASSETS)
+# The tests start real brokers and the 5.x proxy: their jars are fetched first (rocketmq), so no test
+# depends on a cache an earlier run left on the machine.
+pytest: $(STAMP) browser rocketmq $(SITE_ASSETS)
 	$(BIN)/python -m pytest
 
 docs: $(STAMP) $(SITE_ASSETS)
