@@ -344,11 +344,30 @@ def faults_cmd(
     report_dir: Annotated[
         Path | None, typer.Option(help="write each run's report (NAME.json) and failing histories here")
     ] = None,
+    random_n: Annotated[
+        int,
+        typer.Option(
+            "--random",
+            help="instead of the zoo: N generated brokers with 1-3 faults each, graded by their truth",
+        ),
+    ] = 0,
+    seed: Annotated[
+        list[int] | None, typer.Option("--seed", help="the draw's seed (repeat for several)")
+    ] = None,
+    combo: Annotated[
+        list[str] | None,
+        typer.Option("--combo", help="a named combination (go-broker, ...) or SEED:INDEX, graded"),
+    ] = None,
 ) -> None:
     """Run the whole suite over TCP against every broken broker of the zoo (`rmqspec serve --fault NAME`)
     and print the matrix; exit 0 only if every fault is diagnosed right: its rule named as the first root
     cause with at most a handful of root causes (a broker that stops answering: exit 3, what could not be
-    judged said)."""
+    judged said). With --random N (and --seed S) or --combo NAME: brokers with several faults at once,
+    each diagnosis graded against the combination's truth (every fault named, no false cause, the most
+    blocking fault first); exit 0 only if every one is right."""
+    if random_n or combo:
+        _combos(random_n, seed or [1], combo or [], profile, workload_seconds, workers, report, report_dir)
+        return
     if list_only:
         for name, f in zoo.FAULTS.items():
             expect = f.rule if f.expect == "fail" else "unknown (exit 3)"
@@ -409,6 +428,78 @@ def faults_cmd(
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     raise typer.Exit(0 if good == len(rows) else 1)
+
+
+def _combos(
+    n: int,
+    seeds: list[int],
+    named: list[str],
+    profile: Path,
+    workload_seconds: float,
+    workers: int,
+    report: Path | None,
+    report_dir: Path | None,
+) -> None:
+    """``faults --random``/``--combo``: the generated brokers, their grades and the score."""
+    from rmqspec.conform import ComboRunner, combo_matrix
+    from rmqspec.conformance import faultgen
+
+    if n < 0:
+        raise _fail("--random must be at least 0")
+    if workers < 1:
+        raise _fail("--workers must be at least 1")
+    if not profile.is_file():
+        raise _fail(f"no profile {profile}: give --profile FILE (the repo's is profiles/short-levels.yaml)")
+    specs: list[str] = []
+    for name in named:
+        try:
+            faultgen.combination(name)
+        except KeyError as e:
+            raise _fail(str(e.args[0])) from None
+        specs.append(name)
+    for s in seeds:
+        specs += [f"{s}:{i}" for i in range(n)]
+    runner = ComboRunner(profile=profile, workload_seconds=workload_seconds, report_dir=report_dir)
+    start = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task("combinations", total=len(specs), item="")
+        grades = combo_matrix(
+            runner,
+            specs,
+            workers=workers,
+            progress=lambda k, total, item: bar.update(task, completed=k, total=total, item=item),
+        )
+    took = time.perf_counter() - start
+    out = _out()
+    table = Table(title="generated brokers: each diagnosis against the combination's truth")
+    for col in ("combination", "first cause", "missed", "false causes", "right"):
+        table.add_column(col)
+    for g in grades:
+        table.add_row(
+            g.combination,
+            f"{g.first_rule or '—'}{'' if g.first_ok else ' (not first)'}",
+            ", ".join(g.missed) or "—",
+            ", ".join(g.false_causes) or "—",
+            "[green]yes[/green]" if g.right else f"[red]NO[/red]{' ' + escape(g.error) if g.error else ''}",
+        )
+    out.print(table)
+    sc = faultgen.score(grades)
+    out.print(
+        f"{sc['right']}/{sc['combinations']} combinations fully right ({100 * float(sc['share']):.1f} %): "
+        f"{sc['missed_fault']} missed a fault, {sc['false_cause']} named a false cause, "
+        f"{sc['wrong_first']} put another fault first, {sc['crashed']} crashed ({took:.0f} s, seeds "
+        f"{', '.join(map(str, seeds)) if n else '—'})"
+    )
+    if report:
+        doc = {
+            "score": sc,
+            "seeds": seeds,
+            "seconds": round(took, 1),
+            "grades": [g.to_json() for g in grades],
+        }
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    raise typer.Exit(0 if sc["right"] == sc["combinations"] else 1)
 
 
 scenarios_app = typer.Typer(help="The scenario catalogue.", no_args_is_help=True)

@@ -7,6 +7,7 @@ TCP in this process), ``remoting://HOST:PORT`` (any broker, settings from ``--pr
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -20,6 +21,8 @@ from rmqspec.adapters.remoting.profile import ProfileError, TargetProfile, load_
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
 from rmqspec.conformance.contract import Feature, ProtocolFailure, Target, TargetError
+from rmqspec.conformance.faultgen import Grade, combination, grade
+from rmqspec.conformance.faultgen import crashed as grade_crashed
 from rmqspec.conformance.faults import FaultRow, crashed, fault, judge
 from rmqspec.conformance.faults import fault_matrix as run_fault_matrix
 from rmqspec.conformance.history import save
@@ -126,6 +129,14 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             served = Served(tp, spec, MUTANTS[name].model)
             wire = MUTANTS[name].wire
             return served if wire is None else FaultServed(served, wire)
+        if inner.startswith("combo:"):
+            try:
+                combo = combination(inner.removeprefix("combo:"))
+            except KeyError as e:
+                raise TargetSpecError(str(e.args[0])) from None
+            served = Served(tp, spec, combo.model)
+            combined = combo.wire_fault()
+            return served if combined is None else FaultServed(served, combined)
         if inner.startswith("fault:"):
             try:
                 f = fault(inner.removeprefix("fault:"))
@@ -135,7 +146,8 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             faulty = f.wire_fault()
             return served if faulty is None else FaultServed(served, faulty)
         raise TargetSpecError(
-            f"cannot serve {inner!r}: use served, served:reference, served:mutant:NAME or served:fault:NAME"
+            f"cannot serve {inner!r}: use served, served:reference, served:mutant:NAME, served:fault:NAME or "
+            "served:combo:SEED:INDEX|NAME"
         )
     if spec.startswith("remoting://"):
         tp = remoting_profile(spec, profile)
@@ -573,3 +585,65 @@ def fault_matrix(
 ) -> list[FaultRow]:
     """``conformance.faults.fault_matrix`` with the command line's runner."""
     return run_fault_matrix(runner, names, workers=workers, progress=progress)
+
+
+@attrs.frozen
+class ComboRunner:
+    """One generated (or named) combination of faults: the suite over TCP against ``served:combo:SPEC``,
+    its diagnosis graded against the combination's truth. Pickles, for ``workers`` > 1."""
+
+    profile: Path | None = None
+    workload_seconds: float = 10.0
+    report_dir: Path | None = None
+    max_wait_ms: int = 60_000
+    brokers: int = 2
+
+    def __call__(self, spec: str) -> Grade:
+        combo = combination(spec)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", combo.name)
+        try:
+            rep = conform(
+                f"served:combo:{spec}",
+                profile=self.profile,
+                workload_seconds=self.workload_seconds,
+                max_wait_ms=self.max_wait_ms,
+                save_dir=None if self.report_dir is None else self.report_dir / safe,
+                brokers=self.brokers,
+            )
+        except Exception as e:  # a crash is a graded row, never the end of the run
+            return grade_crashed(combo, f"{type(e).__name__}: {e}")
+        if self.report_dir is not None:
+            rep.write_json(self.report_dir / f"{safe}.json")
+        return grade(combo, [r.rule for r in rep.root_causes], rep.exit_code)
+
+
+def combo_matrix(
+    runner: ComboRunner,
+    specs: list[str],
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[Grade]:
+    """``runner`` over every spec, ``workers`` at once (processes), in the order given."""
+    done: dict[str, Grade] = {}
+
+    def finish(spec: str, g: Grade) -> None:
+        done[spec] = g
+        if progress is not None:
+            progress(len(done), len(specs), g.combination)
+
+    if workers <= 1:
+        for s in specs:
+            finish(s, runner(s))
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
+            futures = {pool.submit(runner, s): s for s in specs}
+            for fut in as_completed(futures):
+                s = futures[fut]
+                try:
+                    finish(s, fut.result())
+                except Exception as e:
+                    finish(s, grade_crashed(combination(s), f"{type(e).__name__}: {e}"))
+    return [done[s] for s in specs]
