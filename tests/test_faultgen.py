@@ -20,6 +20,7 @@ from rmqspec.conformance.wirecheck import WireFinding, parse_frame
 from rmqspec.conformance.wireprobe import WireFault, encode
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Send
+from rmqspec.reference.observations import PullResult
 from rmqspec.reference.put import Message
 from rmqspec.reference.records import props
 
@@ -151,7 +152,8 @@ def test_a_combination_model_carries_every_atom_decision() -> None:
     assert sem.clamp_delay_level(9, 2) == 9  # no-clamp
     state = model.initial()
     state, _ = model.step(state, Send(Message("T", b"x", props(DELAY="1"))), 0)
-    assert model.pull(state, "T", 0, 0).records  # delay ignored: visible at once
+    pulled = model.pull(state, "T", 0, 0)
+    assert isinstance(pulled, PullResult) and pulled.records  # delay ignored: visible at once
 
 
 def test_grading_on_each_side_of_each_criterion() -> None:
