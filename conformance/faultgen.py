@@ -192,9 +192,10 @@ KNOWN_CODES: Final = frozenset({10, 310, 11, 34, 35, 36, 37, 30, 33, 12})
 
 
 def partial_upper_camel(rng: random.Random) -> Callable[[], WireFault]:
-    """Header keys whose first letter is a-c are read only in UpperCamel, and the decoder walks the keys
-    in its map's (random) order and stops at the first it does not know: what a client spells as RocketMQ
-    does (``a``, ``bornTimestamp``, ``consumerGroup``) ends the decoding, and every key after it is lost.
+    """Header keys whose first letter is a-c are read only in UpperCamel (the others as RocketMQ names
+    them), and the decoder walks the keys in its map's (random) order and stops at the first it does not
+    know: what a client spells as RocketMQ does (``a``, ``bornTimestamp``, ``consumerGroup``) ends the
+    decoding, and every key after it is lost.
     A send whose topic was lost is answered TOPIC_NOT_EXIST, as such a broker answers an empty topic."""
     seed = rng.randrange(2**32)
 
@@ -212,9 +213,13 @@ def partial_upper_camel(rng: random.Random) -> Callable[[], WireFault]:
             order.shuffle(keys)
             kept: dict[str, Any] = {}
             for k in keys:
-                if k[:1] in ("a", "b", "c"):
-                    break
-                kept[k] = ext[k]
+                first = k[:1]
+                if first in ("A", "B", "C"):  # read in UpperCamel: the model reads it by RocketMQ's name
+                    kept[first.lower() + k[1:]] = ext[k]
+                elif first.isupper() or first in ("a", "b", "c"):
+                    break  # a key it does not know ends the decoding
+                else:
+                    kept[k] = ext[k]
             code = int(h.get("code", -1))
             if code in SEND_CODES and "b" not in kept and "topic" not in kept:
                 return None, (

@@ -330,7 +330,12 @@ def _probe(host: str, port: int, timeout_s: float, check_wait_s: float) -> Probe
         parsed = parse_frame(answer) if answer is not None else None
         if parsed is None or isinstance(parsed, WireFinding):
             return None
-        out = {"code": parsed.header.get("code"), "ext": parsed.ext, "body": parsed.body}
+        out = {
+            "code": parsed.header.get("code"),
+            "ext": parsed.ext,
+            "body": parsed.body,
+            "remark": parsed.header.get("remark"),
+        }
         if judge and code in _HEADER_READ and out["code"] == 1:
             refused.append((code, str(parsed.header.get("remark") or "")))
         return out
@@ -412,6 +417,10 @@ def _probe(host: str, port: int, timeout_s: float, check_wait_s: float) -> Probe
         stored = ask(310, v2(half, sys_flag=4), b"probe-half")
         if any(code in SEND_CODES for code, _ in refused):  # sends refused: the header, not one request
             findings.append(_header_finding(refused, ask, long_names, run))
+        else:
+            decoding = _decoding_finding(ask, long_names, v2, run)
+            if decoding is not None:
+                findings.append(decoding)
         if stored is None or stored.get("code") != 0:
             pass  # no half message stored: there is nothing to check, and nothing to end
         elif (check := conn.wait_started(39, check_wait_s)) is None:
@@ -490,6 +499,76 @@ def _header_finding(
     else:
         text += ": the broker does not read the request header"
     return WireFinding("wire/send-headers", text)
+
+
+# How many times the decoding probe sends each spelling of one message.
+DECODE_TRIES = 3
+
+
+def _decoding_finding(
+    ask: Callable[..., dict[str, Any] | None],
+    long_names: dict[str, str],
+    v2: Callable[[str], dict[str, str]],
+    run: str,
+) -> WireFinding | None:
+    """Header decoding probed directly, whatever the answers were: the same message sent several times
+    as SEND_MESSAGE (the keys as RocketMQ names them: ``producerGroup``, ``topic``, ...), as
+    SEND_MESSAGE_V2 (its short keys ``a``, ``b``, ...) and with the long keys in UpperCamel. A broker
+    that reads its headers answers every copy of one spelling alike and stores both of RocketMQ's; a
+    finding when identical requests are answered differently (decoding that depends on something else,
+    such as a map's order), or when one of RocketMQ's spellings is stored and the other refused. Not
+    judged as exchanges of their own: this is a diagnosis of the header, said once."""
+    answers: dict[str, list[tuple[int, str]]] = {"SEND_MESSAGE": [], "SEND_MESSAGE_V2": []}
+    for i in range(DECODE_TRIES):
+        uniq = _props(UNIQ_KEY=f"{run}L{i}".rjust(32, "0"), WAIT="true")
+        for name, code, ext in (
+            ("SEND_MESSAGE", 10, dict(long_names, properties=uniq)),
+            ("SEND_MESSAGE_V2", 310, v2(_props(UNIQ_KEY=f"{run}S{i}".rjust(32, "0"), WAIT="true"))),
+        ):
+            answer = ask(code, ext, b"probe-decoding", judge=False)
+            if answer is None:
+                return None  # unanswered: the frame checks say so; nothing to tell about decoding
+            answers[name].append((int(answer.get("code", -1)), _remark(answer)))
+    said: list[str] = []
+    for name, got in answers.items():
+        codes = [c for c, _ in got]
+        if len(set(codes)) > 1:
+            said.append(
+                f"the same {name} sent {len(got)} times was answered {_codes(got)}: its decoding depends on "
+                "something other than the request (such as the order of a map's keys)"
+            )
+    long_ok = any(c == 0 for c, _ in answers["SEND_MESSAGE"])
+    short_ok = any(c == 0 for c, _ in answers["SEND_MESSAGE_V2"])
+    if long_ok != short_ok:
+        bad = "SEND_MESSAGE_V2" if long_ok else "SEND_MESSAGE"
+        keys = "a, b, c, ..." if bad == "SEND_MESSAGE_V2" else "producerGroup, topic, ..."
+        said.append(
+            f"{bad} (keys {keys}) was answered {_codes(answers[bad])} where the same message in the other "
+            "spelling RocketMQ's clients use was stored"
+        )
+    if not long_ok and not short_ok:
+        upper = dict(long_names, properties=_props(UNIQ_KEY=f"{run}U".rjust(32, "0"), WAIT="true"))
+        retried = ask(10, _upper_camel(upper), b"probe-upper-camel", judge=False)
+        if retried is not None and retried.get("code") == 0:
+            said.append(
+                f"every send as RocketMQ's clients spell it was answered {_codes(answers['SEND_MESSAGE'])}, "
+                "and the same SEND_MESSAGE with its keys in UpperCamel (ProducerGroup, Topic, ...) was stored"
+            )
+    if not said:
+        return None
+    return WireFinding(
+        "wire/send-headers",
+        "the broker does not read request header keys as RocketMQ's clients write them: " + "; ".join(said),
+    )
+
+
+def _remark(answer: dict[str, Any]) -> str:
+    return str(answer.get("remark") or "")
+
+
+def _codes(got: list[tuple[int, str]]) -> str:
+    seen = dict.fromkeys(f"{c}" + (f" ({r.strip().splitlines()[0]!r})" if r.strip() else "") for c, r in got)
+    return ", ".join(seen)
 
 
 # --- faults on the wire -------------------------------------------------------------------------------

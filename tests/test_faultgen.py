@@ -71,6 +71,11 @@ def test_partial_upper_camel_stops_at_the_first_unknown_key_in_its_map_order() -
         kept = _header(onward)["extFields"]
         assert "bornTimestamp" not in kept and set(kept) <= set(ext) and "topic" in kept
     assert seen_topic and lost_topic  # the order decides, both ways occur
+    # in UpperCamel, a-c keys are read (as RocketMQ names them), the others end the decoding
+    onward, _ = fault.to_broker(encode(10, {"BornTimestamp": "1", "topic": "T"}, opaque=99))
+    assert onward is not None and _header(onward)["extFields"] == {"bornTimestamp": "1", "topic": "T"}
+    onward, back = fault.to_broker(encode(10, {"Topic": "T"}, opaque=100))
+    assert onward is None and back is not None and _header(back)["code"] == 17
 
 
 def test_unknown_codes_are_never_answered_known_ones_pass() -> None:
