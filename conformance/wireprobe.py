@@ -503,6 +503,9 @@ def _header_finding(
 
 # How many times the decoding probe sends each spelling of one message.
 DECODE_TRIES = 3
+# Answers that say the broker is busy or its store slow, not what it read: SYSTEM_BUSY, FLUSH_DISK_TIMEOUT,
+# SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT, SERVICE_NOT_AVAILABLE (ResponseCode, 4.9.x and 5.x).
+TRANSIENT_CODES = frozenset({2, 10, 11, 12, 14})
 
 
 def _decoding_finding(
@@ -528,7 +531,9 @@ def _decoding_finding(
             answer = ask(code, ext, b"probe-decoding", judge=False)
             if answer is None:
                 return None  # unanswered: the frame checks say so; nothing to tell about decoding
-            answers[name].append((int(answer.get("code", -1)), _remark(answer)))
+            code_got = int(answer.get("code", -1))
+            if code_got not in TRANSIENT_CODES:  # a busy broker says nothing about its decoding
+                answers[name].append((code_got, _remark(answer)))
     said: list[str] = []
     for name, got in answers.items():
         codes = [c for c, _ in got]

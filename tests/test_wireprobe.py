@@ -66,3 +66,19 @@ def test_a_broker_that_reads_only_the_long_keys_is_named_with_the_spelling_it_re
 
     said = _probe_through(WireFault(to_broker=to_broker))
     assert len(said) == 1 and "SEND_MESSAGE_V2 (keys a, b, c, ...) was answered 17" in said[0], said
+
+
+def test_a_busy_answer_is_no_evidence_about_decoding() -> None:
+    """A loaded broker may answer one send SYSTEM_BUSY and the next SUCCESS: not a header finding."""
+    seen = [0]
+
+    def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
+        parsed = parse_frame(frame)
+        if isinstance(parsed, WireFinding) or parsed.flag & 1 or parsed.header.get("code") not in (10, 310):
+            return frame, None
+        seen[0] += 1
+        if seen[0] % 3:
+            return frame, None
+        return None, answer_frame(dict(parsed.header), 2, "[PCBUSY_CLEAN_QUEUE]broker busy")
+
+    assert _probe_through(WireFault(to_broker=to_broker)) == []
