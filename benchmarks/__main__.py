@@ -16,9 +16,9 @@ import platform
 import sys
 import time
 
-from benchmarks import cluster, conformance, model_ops, real, summary, timer, traces
+from benchmarks import adversary, cluster, conformance, model_ops, real, summary, timer, traces
 
-BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer", "real")
+BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer", "real", "adversary")
 
 
 def _cpu_model() -> str:
@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         timer.main(args.quick)
     if "real" in chosen:
         real.main(args.quick)
+    if "adversary" in chosen:
+        adversary.main(args.quick)
     seconds = time.perf_counter() - start
     print(f"benchmarks: {seconds:.0f} s")
     print(f"== issue 15: every measure beside its goal ({'quick' if args.quick else 'full'} size) ==")

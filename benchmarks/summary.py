@@ -48,6 +48,10 @@ GOALS: dict[str, tuple[str, str]] = {
     "model": ("model cycle at 10^6 stored vs 10^3", "≤ 1.5×"),
     "machine": ("state machine vs raw Hypothesis", "≥ 5,000 steps/s and ≥ 0.5 of raw"),
     "shrink": ("shrunk counterexample, median over killed mutants", "≤ 10 operations"),
+    "adversary": (
+        "adversary: perturbed reference histories (issue 23)",
+        "every one rejected naming its rule, ≥ 10,000 a run",
+    ),
 }
 _BY_KEY: dict[str, Line] = {}
 
