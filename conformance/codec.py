@@ -503,6 +503,9 @@ def response_from_json(d: object, what: str = "response") -> Response:
     records = tuple(record_from_json(x, f"{what} record {n}") for n, x in enumerate(r.items("records")))
     resp = Response(code, remark, dict(fields), records, r.flag("no_response"))
     r.done()
+    if resp.no_response and (code != 0 or fields or records):
+        # history/judged-answers: a request sent one-way has no answer to record
+        raise CodecError(f"{what}: no_response (sent one-way) with a code, fields or records: an answer")
     return resp
 
 

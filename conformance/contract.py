@@ -102,8 +102,10 @@ class Response:
     """A target's answer to one operation, in wire terms.
 
     ``fields`` holds the response header values a client sees (queue_id, queue_offset, msg_id,
-    next_begin_offset, min_offset, max_offset, offset). ``no_response`` is True for one-way requests
-    the broker did not answer (END_TRANSACTION with UNKNOW).
+    next_begin_offset, min_offset, max_offset, offset). ``no_response`` is True when the request was sent
+    one-way: no answer is expected and none is recorded (code 0, no fields, no records), and the checker
+    judges the operation by its effects alone, whatever its kind (spec history/judged-answers). Apache's
+    producer sends every END_TRANSACTION one-way; an adapter that does the same returns this.
     """
 
     code: int

@@ -144,7 +144,9 @@ def conformance_machine(
         )
         def end_tx(self, data: st.DataObject, action: TxAction, group: str) -> None:
             uniq, table, msg_id = data.draw(st.sampled_from(self.halves))
-            req = EndTransaction(group, table, int(msg_id[-16:], 16), action, transaction_id=uniq)
+            req = EndTransaction(
+                group, table, int(msg_id[-16:], 16), action, msg_id=uniq, transaction_id=uniq
+            )
             self.target.execute(EndTx(req))
 
         @precondition(lambda self: self.on("heartbeat"))

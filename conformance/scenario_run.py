@@ -412,6 +412,7 @@ class _Runner:
                     commit_log_offset=log_offset,
                     action=action,
                     from_check=from_check,
+                    msg_id=sent.uniq,  # the Java send result's msgId (the half's UNIQ_KEY)
                     transaction_id=sent.uniq,
                 )
             )

@@ -30,7 +30,7 @@ import attrs
 
 from rmqspec.reference.config import BrokerConfig
 
-from .wirecheck import SEND_CODES, WireFinding, check_broker_request, check_exchange, parse_frame
+from .wirecheck import SEND_CODES, WireFinding, check_broker_request, check_exchange, parse_frame, show
 
 # A broker configured so that the probe sees a check within a second: the kill matrix serves the
 # reference (and the wire mutants) with it.
@@ -43,14 +43,18 @@ _MAGIC = -626843481
 
 
 def encode(code: int, ext: dict[str, str], body: bytes = b"", *, opaque: int, flag: int = 0) -> bytes:
-    """A remoting frame with a JSON header (facts §8 "Frame")."""
+    """A remoting frame with a JSON header (facts §8 "Frame"), with every field Apache's Java client writes
+    in it: RemotingSerializable.encode (fastjson) of RemotingCommand writes code, extFields, flag, language,
+    opaque, serializeTypeCurrentRPC and version (remark only when set), in that (sorted) order. A strict
+    broker closes the connection on a header without serializeTypeCurrentRPC."""
     header = {
         "code": code,
-        "language": "JAVA",
-        "version": 409,
-        "opaque": opaque,
-        "flag": flag,
         "extFields": ext,
+        "flag": flag,
+        "language": "JAVA",
+        "opaque": opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": 409,
     }
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     return struct.pack(">ii", 4 + len(raw) + len(body), len(raw)) + raw + body
@@ -300,6 +304,24 @@ def _probe(host: str, port: int, timeout_s: float, check_wait_s: float) -> Probe
             return False
         return conn.answer(timeout_s) is not None
 
+    def reopen(code: int) -> None:
+        """A new connection after the broker closed one on request ``code``; it registers the producer group
+        again (a check goes to a connection of the group). Raises _Closing if that one is closed too."""
+        nonlocal conn
+        started, opaque = conn.started, conn.opaque
+        conn.close()
+        try:
+            conn = _Connection(host, port, timeout_s)
+        except OSError as e:
+            raise _Closing(f"after the broker closed the connection on request code {code}: {e}") from None
+        conn.started, conn.opaque = started, opaque
+        with contextlib.suppress(OSError):
+            conn.sock.sendall(encode(34, {}, json.dumps(heartbeat).encode(), opaque=conn.next_opaque()))
+        if conn.answer(timeout_s) is None and conn.closed:
+            raise _Closing(
+                f"the broker also closed a new connection on its first HEART_BEAT (after code {code})"
+            )
+
     def ask(
         code: int,
         ext: dict[str, str],
@@ -320,6 +342,20 @@ def _probe(host: str, port: int, timeout_s: float, check_wait_s: float) -> Probe
             )
             return None
         answer = conn.answer(wait if wait is not None else (0.3 if oneway else timeout_s))
+        if answer is None and conn.closed:
+            # Not "no answer": the broker closed the connection on this frame. A finding that shows the
+            # frame; the probe goes on over a new connection (the frames after it are judged too).
+            findings.append(
+                WireFinding(
+                    "wire/request-response",
+                    f"request code {code}: the broker closed the connection on this request without answering"
+                    " it (the frame shown is the request)",
+                    code=code,
+                    frame=show(request),
+                )
+            )
+            reopen(code)
+            return None
         found = check_exchange(request, answer) if judge else []
         if answer is None and found and not answers():
             # Not this request's fault: the broker answers nothing any more. Nothing after is judged.
@@ -465,12 +501,20 @@ def _probe(host: str, port: int, timeout_s: float, check_wait_s: float) -> Probe
         return ProbeResult(tuple(findings), exchanges, len(conn.started))
     except _Stopped as e:
         return ProbeResult(tuple(findings), exchanges, len(conn.started), stopped=str(e))
+    except _Closing:
+        # The broker closes every connection: the finding naming the frame is the verdict; nothing more
+        # can be exchanged, and nothing is left unjudged for a reason other than that finding.
+        return ProbeResult(tuple(findings), exchanges, len(conn.started))
     finally:
         conn.close()
 
 
 class _Stopped(Exception):
     """The broker stopped answering during the probe."""
+
+
+class _Closing(Exception):
+    """The broker closed the connection on a request (a finding says which) and then a new one too."""
 
 
 def _is_hex(text: str) -> bool:

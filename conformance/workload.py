@@ -153,6 +153,7 @@ def run_workload(
                         c.commit_log_offset,
                         answer,
                         True,
+                        msg_id=c.message.properties.get(Prop.UNIQ_KEY),  # what Java's check answer sends
                         transaction_id=c.message.properties.get(Prop.UNIQ_KEY),
                     )
                     rec.execute(EndTx(check_req), process=1 + i)
@@ -178,7 +179,12 @@ def run_workload(
                                 halves.append((uniq, table, msg_id))
                         else:
                             req = EndTransaction(
-                                pgroup, table, int(msg_id[-16:], 16), action, transaction_id=uniq
+                                pgroup,
+                                table,
+                                int(msg_id[-16:], 16),
+                                action,
+                                msg_id=uniq,  # the Java send result's msgId: the half's UNIQ_KEY
+                                transaction_id=uniq,
                             )
                             rec.execute(EndTx(req), process=1 + i)
             except TargetError:

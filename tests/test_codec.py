@@ -130,8 +130,18 @@ responses = st.builds(
     remark=opt_text,
     fields=st.dictionaries(text, field_values, max_size=4),
     records=st.lists(records, max_size=2).map(tuple),
-    no_response=st.booleans(),
-)
+) | st.builds(Response, code=st.just(0), remark=opt_text, no_response=st.just(True))  # sent one-way
+
+
+@given(responses.filter(lambda r: not r.no_response))
+def test_a_one_way_request_has_no_answer_to_record(resp: Response) -> None:
+    """history/judged-answers: ``no_response`` (sent one-way) goes with code 0, no fields, no records."""
+    d = dict(response_to_json(resp), no_response=True)
+    if resp.code == 0 and not resp.fields and not resp.records:
+        assert response_from_json(d).no_response
+    else:
+        with pytest.raises(CodecError, match="sent one-way"):
+            response_from_json(d)
 
 
 @given(operations)

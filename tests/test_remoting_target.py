@@ -14,10 +14,12 @@ from rmqspec.adapters.remoting.profile import load_profile
 from rmqspec.adapters.remoting.server import BackgroundServer
 from rmqspec.adapters.remoting.target import RemotingTarget
 from rmqspec.conformance.contract import Response
-from rmqspec.reference.model import ConsumerSendBack, GetMaxOffset, Heartbeat, Op, Pull, Send
+from rmqspec.reference.constants import TxAction
+from rmqspec.reference.model import ConsumerSendBack, EndTx, GetMaxOffset, Heartbeat, Op, Pull, Send
 from rmqspec.reference.put import Message
 from rmqspec.reference.records import props
 from rmqspec.reference.sendback import SendBack
+from rmqspec.reference.transaction import EndTransaction
 
 pytestmark = pytest.mark.wire
 
@@ -178,3 +180,34 @@ def test_a_scenario_of_rocketmq_default_level_18_runs_on_the_served_reference_in
     rep = conform("served", scenarios=[scenario], workload_seconds=0, probe=False)
     assert [(r.scenario.id, r.outcome) for r in rep.scenarios] == [(wanted, "pass")]
     assert time.monotonic() - real < 60
+
+
+def test_end_transaction_carries_the_send_results_msg_id_never_an_empty_one() -> None:
+    """Apache's producer puts the send result's msgId (the half's UNIQ_KEY) in END_TRANSACTION
+    (DefaultMQProducerImpl.endTransaction: ``setMsgId(sendResult.getMsgId())``); a strict broker refuses
+    ``msgId=""``. Operations built by the scenarios, the workload and the state machine carry the UNIQ_KEY
+    as transaction_id (and msg_id): the broker sees it as msgId either way."""
+    served = CountingTarget()
+    uniq = "C" * 32
+    with BackgroundServer(served) as (host, port):
+        t = RemotingTarget(load_profile(None, f"{host}:{port}"))
+        try:
+            assert t.execute(Heartbeat("PG")).code == 0
+            half = Message(
+                "TxT", b"t", props(UNIQ_KEY=uniq, WAIT="true", TRAN_MSG="true", PGROUP="PG"), sys_flag=4
+            )
+            sent = t.execute(Send(half))
+            assert sent.code == 0
+            table, offset = int(str(sent.fields["queue_offset"])), int(str(sent.fields["msg_id"])[-16:], 16)
+            for req in (
+                EndTransaction("PG", table, offset, TxAction.UNKNOW, transaction_id=uniq),
+                EndTransaction("PG", table, offset, TxAction.COMMIT, msg_id=uniq, transaction_id=uniq),
+            ):
+                t.execute(EndTx(req))
+            deadline = time.time() + 2
+            while time.time() < deadline and len([o for o in served.ops if isinstance(o, EndTx)]) < 2:
+                time.sleep(0.05)
+            ends = [o.request for o in served.ops if isinstance(o, EndTx)]
+            assert [e.msg_id for e in ends] == [uniq, uniq]
+        finally:
+            t.close()

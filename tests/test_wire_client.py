@@ -547,10 +547,14 @@ def test_every_typed_method_sends_the_recorded_request_and_parses_the_recorded_r
             sent = (await broker.wait_for(i + 1))[i]
             recorded = BY[(case, "request")]
             assert sent.opaque == i + 1
-            assert (
-                encode_frame(attrs.evolve(sent, opaque=recorded["header"]["opaque"])).hex()
-                == recorded["frame_hex"]
-            )
+            expected = decode_frame(bytes.fromhex(recorded["frame_hex"]))
+            if case == "query_message_not_found":
+                # The recording client left the flag out; Apache's Java client always sends it
+                # (MQClientAPIImpl.queryMessage), and so does ours (tests/test_wire_java_client.py).
+                expected = attrs.evolve(
+                    expected, ext_fields=(*expected.ext.items(), ("_UNIQUE_KEY_QUERY", "false"))
+                )
+            assert encode_frame(attrs.evolve(sent, opaque=expected.opaque)) == encode_frame(expected)
             if (case, "response") in BY:
                 response = decode_frame(bytes.fromhex(BY[(case, "response")]["frame_hex"]))
                 assert result == PARSE[recorded["header"]["code"]](response)

@@ -257,7 +257,7 @@ def build_request(row: Row) -> RemotingCommand:
             max_num=int(e["maxNum"]),
             begin_timestamp=int(e["beginTimestamp"]),
             end_timestamp=int(e["endTimestamp"]),
-            unique_key="_UNIQUE_KEY_QUERY" in e,
+            unique_key={"true": True, "false": False}.get(e.get("_UNIQUE_KEY_QUERY", "")),
         )
     elif code == 30:
         cmd = get_max_offset_request(e["topic"], int(e["queueId"]))

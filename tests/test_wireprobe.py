@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -82,3 +85,58 @@ def test_a_busy_answer_is_no_evidence_about_decoding() -> None:
         return None, answer_frame(dict(parsed.header), 2, "[PCBUSY_CLEAN_QUEUE]broker busy")
 
     assert _probe_through(WireFault(to_broker=to_broker)) == []
+
+
+def _closing(when: Callable[[dict[str, Any]], bool]) -> Callable[[], WireFault]:
+    """A broker stand-in's gate that closes the connection on a request frame for which ``when(header)``
+    holds, as a strict broker does (the proxy drops both sides when its rewrite raises OSError)."""
+
+    def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
+        parsed = parse_frame(frame)
+        if isinstance(parsed, WireFinding) or when(parsed.header):
+            raise OSError("closed by the strict broker")
+        return frame, None
+
+    return lambda: WireFault(to_broker=to_broker)
+
+
+# The frame fields Apache's Java client writes in every request header (RemotingSerializable.encode of
+# RemotingCommand at rocketmq-all-4.9.7: code, extFields, flag, language, opaque, serializeTypeCurrentRPC,
+# version; remark only when set).
+JAVA_HEADER = {"code", "extFields", "flag", "language", "opaque", "serializeTypeCurrentRPC", "version"}
+
+
+def test_a_strict_broker_that_closes_on_a_header_lacking_a_java_field_sees_none() -> None:
+    strict = _closing(lambda h: not set(h) >= JAVA_HEADER or h.get("serializeTypeCurrentRPC") != "JSON")
+    served = BackgroundServer(WallClockTarget(Model(PROBE_CONFIG)))
+    with served as (host, port), FaultProxy(host, port, strict) as (proxy_host, proxy_port):
+        result = probe(proxy_host, proxy_port)
+    assert result.findings == () and result.stopped is None
+    assert result.exchanges == 13 + 2 * DECODE_TRIES and result.broker_requests >= 1
+
+
+def test_a_closed_connection_is_a_finding_that_names_the_frame_and_the_probe_goes_on() -> None:
+    served = BackgroundServer(WallClockTarget(Model(PROBE_CONFIG)))
+    with (
+        served as (host, port),
+        FaultProxy(host, port, _closing(lambda h: h.get("code") == 12)) as (proxy_host, proxy_port),
+    ):
+        result = probe(proxy_host, proxy_port)
+    assert result.stopped is None
+    (finding,) = result.findings
+    assert finding.rule == "wire/request-response" and finding.code == 12
+    assert "closed the connection" in finding.message and "no answer" not in finding.message
+    assert finding.frame is not None and finding.frame.startswith('{"code":12,')
+    # The exchanges after it were made over a new connection: the check of the half message came.
+    assert result.exchanges == 13 + 2 * DECODE_TRIES and result.broker_requests >= 1
+
+
+def test_a_broker_that_closes_every_connection_is_judged_by_that_finding_not_left_unjudged() -> None:
+    served = BackgroundServer(WallClockTarget(Model(PROBE_CONFIG)))
+    with served as (host, port), FaultProxy(host, port, _closing(lambda h: True)) as (proxy_host, proxy_port):
+        started = time.monotonic()
+        result = probe(proxy_host, proxy_port)
+    assert result.stopped is None and time.monotonic() - started < 3
+    (finding,) = result.findings
+    assert finding.code == 34 and "closed the connection" in finding.message
+    assert finding.frame is not None and '"code":34' in finding.frame

@@ -29,6 +29,8 @@ from .codec import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
     VERSION_4_9_4,
+    VERSION_4_9_5,
+    VERSION_5_0_0,
     BatchMessage,
     ConsumerData,
     FrameDecoder,
@@ -117,6 +119,10 @@ class RemotingClient:
 
     ``timeout`` is the default of every call (seconds); ``language`` and ``version`` go into every request
     header (the recorded frames use ``"JAVA"`` and 401; facts §10 notes ``"PYTHON"`` is accepted too).
+
+    The typed calls send the header fields Apache's Java client of ``version`` sets (tests/test_wire_java_client.py
+    cites each): from 4.9.5 (403) a ``bname`` (``broker_name``, the broker's name in the route; left out
+    while it is None), from 5.0.0 (413) END_TRANSACTION's ``topic``.
     """
 
     def __init__(
@@ -128,8 +134,10 @@ class RemotingClient:
         version: int = VERSION_4_9_4,
         client_id: str | None = None,
         tap: FrameTap | None = None,
+        broker_name: str | None = None,
     ) -> None:
         self.handler = handler
+        self.broker_name = broker_name
         self.tap = tap
         self.timeout = timeout
         self.language = language
@@ -341,6 +349,10 @@ class RemotingClient:
 
     # --- typed calls (facts §8 headers) ---------------------------------------------------------------
 
+    def _bname(self, version: int | None = None) -> str | None:
+        """The ``bname`` field a Java client of this version sets (RpcRequestHeader, from 4.9.5), or None."""
+        return self.broker_name if (self.version if version is None else version) >= VERSION_4_9_5 else None
+
     async def send_message(
         self,
         producer_group: str,
@@ -376,7 +388,7 @@ class RemotingClient:
             max_reconsume_times=max_reconsume_times,
             default_topic=default_topic,
             default_topic_queue_nums=default_topic_queue_nums,
-            broker_name=broker_name,
+            broker_name=self._bname(version) if broker_name is None else broker_name,
         )
         request = send_message_request(header, body, v2=v2)
         return parse_send_response(await self.invoke(request, timeout, version=version))
@@ -403,6 +415,7 @@ class RemotingClient:
             properties=properties,
             default_topic=default_topic,
             default_topic_queue_nums=default_topic_queue_nums,
+            broker_name=self._bname(),
         )
         return parse_send_response(await self.invoke(send_batch_request(header, messages), timeout))
 
@@ -420,6 +433,7 @@ class RemotingClient:
         subscription: str = "*",
         sub_version: int = 0,
         expression_type: str = "TAG",
+        max_msg_bytes: int | None = None,
         timeout: float | None = None,
     ) -> PullResponse:
         """PULL_MESSAGE (11). With a long poll, give a ``timeout`` above ``suspend_timeout_millis``."""
@@ -435,6 +449,12 @@ class RemotingClient:
             subscription=subscription,
             sub_version=sub_version,
             expression_type=expression_type,
+            # 5.x Java clients always set maxMsgBytes (DefaultMQPushConsumer.pullBatchSizeInBytes, 256 KiB by
+            # default); the 5.x broker does not read it (PullMessageProcessor), 4.x clients do not send it.
+            max_msg_bytes=(256 * 1024 if max_msg_bytes is None else max_msg_bytes)
+            if self.version >= VERSION_5_0_0
+            else None,
+            broker_name=self._bname(),
         )
         return parse_pull_response(await self.invoke(cmd, timeout))
 
@@ -461,6 +481,7 @@ class RemotingClient:
             origin_topic=origin_topic,
             unit_mode=unit_mode,
             max_reconsume_times=max_reconsume_times,
+            broker_name=self._bname(version),
         )
         return parse_reply(await self.invoke(cmd, timeout, version=version))
 
@@ -475,9 +496,14 @@ class RemotingClient:
         transaction_id: str | None = None,
         from_transaction_check: bool = False,
         oneway: bool = True,
+        topic: str | None = None,
         timeout: float | None = None,
     ) -> Reply | None:
-        """END_TRANSACTION (37): one-way (returns None) as the Java producer sends it, or two-way (facts §10)."""
+        """END_TRANSACTION (37): one-way (returns None) as the Java producer sends it, or two-way (facts §10).
+
+        ``msg_id`` is what the Java producer puts there: the send result's msgId, i.e. the half message's
+        UNIQ_KEY (DefaultMQProducerImpl.endTransaction: ``setMsgId(sendResult.getMsgId())``; a check's answer:
+        the checked message's UNIQ_KEY). ``topic`` (the half message's real topic) is sent from 5.0.0."""
         cmd = end_transaction_request(
             producer_group,
             tran_state_table_offset,
@@ -487,6 +513,8 @@ class RemotingClient:
             transaction_id=transaction_id,
             from_transaction_check=from_transaction_check,
             oneway=oneway,
+            topic=topic if self.version >= VERSION_5_0_0 else None,
+            broker_name=self._bname(),
         )
         if oneway:
             await self.invoke_oneway(cmd, timeout)
@@ -508,15 +536,15 @@ class RemotingClient:
         self, topic: str, queue_id: int, *, timeout: float | None = None
     ) -> MaxOffsetResponse:
         """GET_MAX_OFFSET (30)."""
-        return parse_max_offset_response(await self.invoke(get_max_offset_request(topic, queue_id), timeout))
+        cmd = get_max_offset_request(topic, queue_id, broker_name=self._bname())
+        return parse_max_offset_response(await self.invoke(cmd, timeout))
 
     async def view_message(
-        self, commit_log_offset: int, *, timeout: float | None = None
+        self, commit_log_offset: int, *, topic: str | None = None, timeout: float | None = None
     ) -> ViewMessageResponse:
-        """VIEW_MESSAGE_BY_ID (33) by commit-log offset."""
-        return parse_view_message_response(
-            await self.invoke(view_message_request(commit_log_offset), timeout)
-        )
+        """VIEW_MESSAGE_BY_ID (33) by commit-log offset; ``topic`` is sent from 5.0.0, as Java's client does."""
+        cmd = view_message_request(commit_log_offset, topic=topic if self.version >= VERSION_5_0_0 else None)
+        return parse_view_message_response(await self.invoke(cmd, timeout))
 
     async def query_message(
         self,
@@ -529,7 +557,8 @@ class RemotingClient:
         end_timestamp: int | None = None,
         timeout: float | None = None,
     ) -> QueryMessageResponse:
-        """QUERY_MESSAGE (12); by UNIQ_KEY (``_UNIQUE_KEY_QUERY``) by default, else by KEYS."""
+        """QUERY_MESSAGE (12); by UNIQ_KEY (``_UNIQUE_KEY_QUERY=true``) by default, else by KEYS
+        (``_UNIQUE_KEY_QUERY=false``: the Java client always sends the flag)."""
         cmd = query_message_request(
             topic,
             key,

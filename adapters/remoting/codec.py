@@ -57,6 +57,10 @@ SERIALIZE_TYPES: Final = {name: kind for kind, name in SERIALIZE_NAMES.items()}
 FLAG_RESPONSE: Final = 1  # flag bit 0
 FLAG_ONEWAY: Final = 2  # flag bit 1
 VERSION_4_9_4: Final = 401  # MQVersion.V4_9_4.ordinal(), the version of the recorded frames (facts §11)
+VERSION_4_9_5: Final = (
+    403  # MQVersion.V4_9_5.ordinal(): Java clients from here on send ``bname`` (RpcRequestHeader)
+)
+VERSION_5_0_0: Final = 413  # MQVersion.V5_0_0.ordinal(): END_TRANSACTION also carries ``topic``
 MAGIC: Final = -626843481  # 0xDAA320A7, MESSAGE_MAGIC_CODE
 MAGIC_V2: Final = -626843477  # 0xDAA320AB, 5.x MESSAGE_MAGIC_CODE_V2: a 2-byte topic length
 RECORD_FIXED_SIZE: Final = 91  # IPv4 born and store hosts
@@ -1184,8 +1188,12 @@ def pull_message_request(
     subscription: str = "*",
     sub_version: int = 0,
     expression_type: str = "TAG",
+    max_msg_bytes: int | None = None,
+    broker_name: str | None = None,
 ) -> RemotingCommand:
-    """PULL_MESSAGE (11). sysFlag 4 (subscription) lets a pull work without a consumer heart beat (facts §10)."""
+    """PULL_MESSAGE (11). sysFlag 4 (subscription) lets a pull work without a consumer heart beat (facts §10).
+    ``max_msg_bytes`` and ``broker_name`` (``bname``) are what later Java clients add (PullAPIWrapper
+    .pullKernelImpl: ``bname`` from 4.9.5, ``maxMsgBytes`` in 5.x); None leaves them out."""
     return _request(
         RequestCode.PULL_MESSAGE,
         [
@@ -1200,6 +1208,8 @@ def pull_message_request(
             ("subscription", subscription),
             ("subVersion", sub_version),
             ("expressionType", expression_type),
+            ("maxMsgBytes", max_msg_bytes),
+            ("bname", broker_name),
         ],
     )
 
@@ -1242,10 +1252,12 @@ def end_transaction_request(
     from_transaction_check: bool = False,
     oneway: bool = True,
     topic: str | None = None,
+    broker_name: str | None = None,
 ) -> RemotingCommand:
     """END_TRANSACTION (37), one-way (flag 2) by default as the Java producer sends it (facts §5.1, §8, §10).
 
-    ``commit_or_rollback``: 8 commit, 12 rollback, 0 unknown. ``topic`` is the 5.x addition.
+    ``commit_or_rollback``: 8 commit, 12 rollback, 0 unknown. ``topic`` is the 5.x addition, ``broker_name``
+    (``bname``) the 4.9.5 one (DefaultMQProducerImpl.endTransaction / checkTransactionState).
     """
     cmd = _request(
         RequestCode.END_TRANSACTION,
@@ -1258,19 +1270,23 @@ def end_transaction_request(
             ("msgId", msg_id),
             ("transactionId", transaction_id),
             ("topic", topic),
+            ("bname", broker_name),
         ],
     )
     return attrs.evolve(cmd, flag=FLAG_ONEWAY) if oneway else cmd
 
 
-def get_max_offset_request(topic: str, queue_id: int) -> RemotingCommand:
-    """GET_MAX_OFFSET (30) (facts §8)."""
-    return _request(RequestCode.GET_MAX_OFFSET, [("topic", topic), ("queueId", queue_id)])
+def get_max_offset_request(topic: str, queue_id: int, *, broker_name: str | None = None) -> RemotingCommand:
+    """GET_MAX_OFFSET (30) (facts §8); ``broker_name`` is the ``bname`` of Java clients from 4.9.5."""
+    return _request(
+        RequestCode.GET_MAX_OFFSET, [("topic", topic), ("queueId", queue_id), ("bname", broker_name)]
+    )
 
 
-def view_message_request(commit_log_offset: int) -> RemotingCommand:
-    """VIEW_MESSAGE_BY_ID (33): ``offset`` is a commit-log offset (facts §8)."""
-    return _request(RequestCode.VIEW_MESSAGE_BY_ID, [("offset", commit_log_offset)])
+def view_message_request(commit_log_offset: int, *, topic: str | None = None) -> RemotingCommand:
+    """VIEW_MESSAGE_BY_ID (33): ``offset`` is a commit-log offset (facts §8); ``topic`` is the 5.x Java
+    client's addition (MQClientAPIImpl.viewMessage(addr, topic, phyoffset, ...)), None leaves it out."""
+    return _request(RequestCode.VIEW_MESSAGE_BY_ID, [("topic", topic), ("offset", commit_log_offset)])
 
 
 def query_message_request(
@@ -1280,9 +1296,10 @@ def query_message_request(
     max_num: int = 32,
     begin_timestamp: int = 0,
     end_timestamp: int,
-    unique_key: bool = False,
+    unique_key: bool | None = None,
 ) -> RemotingCommand:
-    """QUERY_MESSAGE (12); ``unique_key`` adds ``_UNIQUE_KEY_QUERY=true`` (a UNIQ_KEY query) (facts §8)."""
+    """QUERY_MESSAGE (12); ``unique_key`` adds ``_UNIQUE_KEY_QUERY``, ``true`` (a UNIQ_KEY query) or ``false``
+    (by KEYS), as the Java client always does (MQClientAPIImpl.queryMessage); None leaves it out (facts §8)."""
     return _request(
         RequestCode.QUERY_MESSAGE,
         [
@@ -1291,7 +1308,7 @@ def query_message_request(
             ("maxNum", max_num),
             ("beginTimestamp", begin_timestamp),
             ("endTimestamp", end_timestamp),
-            (UNIQUE_KEY_QUERY, True if unique_key else None),
+            (UNIQUE_KEY_QUERY, unique_key),
         ],
     )
 

@@ -521,7 +521,9 @@ class RemotingTarget:
                         et.tran_state_table_offset,
                         et.commit_log_offset,
                         int(et.action),
-                        msg_id=et.msg_id or "",
+                        # Java's producer sends the send result's msgId, the half's UNIQ_KEY, which is
+                        # also what every caller gives as transaction_id (never an empty msgId if known).
+                        msg_id=et.msg_id or et.transaction_id or "",
                         transaction_id=et.transaction_id,
                         from_transaction_check=et.from_check,
                         oneway=oneway,

@@ -22,6 +22,7 @@ import attrs
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model, semantics_for
 from rmqspec.reference.observations import CheckRequest
+from rmqspec.reference.records import Record
 from rmqspec.reference.state import BrokerState
 
 from ..contract import Response
@@ -184,6 +185,10 @@ class CheckerBase:
         self.resolved: dict[str, str] = {}  # UNIQ_KEY -> "commit" / "rollback"
         self.resolved_at: dict[str, int] = {}  # UNIQ_KEY -> when its latest END_TRANSACTION was invoked
         self.half_uniqs: set[str] = set()
+        # Discards the target showed before the model's own (the run that wrote the last copy reached it,
+        # transaction/check-discard): UNIQ_KEY -> the record and the event that showed it, judged against
+        # the model's discard when the model makes it (not expected a second time).
+        self.early_discards: dict[str, tuple[Record, Event]] = {}
         self.unsure_halves: set[str] = set()  # half messages sent by an operation of unknown outcome
         self.unsure_ends: set[str] = set()  # transactions an END_TRANSACTION of unknown outcome ended
         # (UNIQ_KEY, count) of checks that may not come: a 5.x transaction ended just before a crash (its op

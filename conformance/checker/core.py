@@ -191,7 +191,13 @@ class Checker(OperationsMixin):
                         x.optional = True
                         self.mixed_queues.add(x.queue)
                 else:
-                    entry.complete(self.restored(resp, e), e)
+                    if resp.no_response:
+                        # Sent one-way: no answer was expected and none is recorded; the operation is
+                        # judged by its effects alone (the model's expectations), whatever its kind
+                        # (history/judged-answers; Apache's producer sends every END_TRANSACTION one-way).
+                        self.count("responses")
+                    else:
+                        entry.complete(self.restored(resp, e), e)
         self.judge_waiting(inv.index)
 
     def restored(self, resp: Response, e: Event) -> Response:

@@ -320,27 +320,20 @@ class OperationsMixin(PullsMixin):
                 )
 
         def complete(resp: Response, e: Event) -> None:
+            # Only answered requests get here: one sent one-way (no_response) is judged by its effects
+            # alone (Checker.feed_completion), an UNKNOW as well as a COMMIT or ROLLBACK.
             self.count("responses")
             if isinstance(obs, NoResponse):
-                if not resp.no_response:
-                    self.report(
-                        "wrong-response",
-                        obs.rule,
-                        e.index,
-                        f"END_TRANSACTION UNKNOW of {uniq} was answered {code_name(resp.code)}; it gets no response",
-                        uniq=uniq,
-                    )
-                return
-            rule = obs.rule if isinstance(obs, Rejected) else "transaction/committed-message"
-            if resp.no_response:
                 self.report(
                     "wrong-response",
-                    rule,
+                    obs.rule,
                     e.index,
-                    f"END_TRANSACTION {r.action.name} of {uniq} got no response, expected {code_name(int(obs.code))}",
+                    f"END_TRANSACTION UNKNOW of {uniq} was answered {code_name(resp.code)}; it gets no response",
                     uniq=uniq,
                 )
-            elif resp.code != int(obs.code):
+                return
+            rule = obs.rule if isinstance(obs, Rejected) else "transaction/committed-message"
+            if resp.code != int(obs.code):
                 root = self.mismatch(
                     e, resp, int(obs.code), rule, f"END_TRANSACTION {r.action.name} of {uniq}", uniq
                 )

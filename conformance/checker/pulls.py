@@ -14,6 +14,8 @@ must be the queue's (min 0, max within the bounds) and agree with its code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rmqspec.reference.constants import (
     RETRY_PREFIX,
     SYSTEM_TOPICS,
@@ -313,16 +315,34 @@ class PullsMixin(TransactionsMixin):
     # -- VIEW_MESSAGE_BY_ID, QUERY_MESSAGE --------------------------------------------------------------------
 
     def known_record(self, r: Record) -> Record | None:
-        """The model's record a looked-up record is: by its commit-log offset, else by UNIQ_KEY, topic
-        and body."""
+        """The model's record a looked-up record is: by its commit-log offset, else among the model's
+        records of its UNIQ_KEY (a record without one, such as an op message of RMQ_SYS_TRANS_OP_HALF_TOPIC:
+        among the records of its topic and queue) with its topic and body.
+
+        Never the first match: one key may have several such records (the schedule copies of a message
+        sent back more than once, one per send-back; op messages that name the same half offset), and the
+        record looked up is judged against the one it is, the candidate whose compared fields are its
+        own, else the closest (fewest differing fields, then the same queue offset)."""
         model_offset = self.target_to_model.get(r.commit_log_offset)
         if model_offset is not None:
             return self.state.store.lookup(model_offset)
-        for clo in self.state.store.uniq.get(r.uniq_key or "", ()):
-            m = self.state.store.lookup(clo)
-            if m is not None and m.topic == r.topic and m.body == r.body and clo not in self.phantoms:
-                return m
-        return None
+        store = self.state.store
+        if r.uniq_key is not None:
+            offsets: Iterable[int] = store.uniq.get(r.uniq_key, ())
+        else:
+            offsets = (entry[0] for entry in store.cq(r.topic, r.queue_id))
+        candidates = [
+            m
+            for clo in offsets
+            if clo not in self.phantoms
+            and (m := store.lookup(clo)) is not None
+            and m.topic == r.topic
+            and m.body == r.body
+            and m.uniq_key == r.uniq_key
+        ]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda m: (len(lookup_diffs(r, m)), m.queue_offset != r.queue_offset))
 
     def compare_lookup(self, r: Record, want: Record | None, what: str, e: Event) -> None:
         if want is None:
@@ -334,18 +354,7 @@ class PullsMixin(TransactionsMixin):
                 uniq=r.uniq_key,
             )
             return
-        diffs = [
-            name
-            for name, a, b in (
-                ("topic", r.topic, want.topic),
-                ("queue", r.queue_id, want.queue_id),
-                ("body", r.body, want.body),
-                ("flag", r.flag, want.flag),
-                ("reconsumeTimes", r.reconsume_times, want.reconsume_times),
-                ("UNIQ_KEY", r.uniq_key, want.uniq_key),
-            )
-            if a != b
-        ]
+        diffs = lookup_diffs(r, want)
         if diffs:
             # The same message in another place: the rule that says where the model stored it.
             placed = placement_rule(r, want) if set(diffs) <= {"topic", "queue"} else None
@@ -442,3 +451,19 @@ class PullsMixin(TransactionsMixin):
             )
 
         return complete
+
+
+def lookup_diffs(r: Record, want: Record) -> list[str]:
+    """The fields a looked-up record is compared on (put/commit-log-lookup) that differ from ``want``'s."""
+    return [
+        name
+        for name, a, b in (
+            ("topic", r.topic, want.topic),
+            ("queue", r.queue_id, want.queue_id),
+            ("body", r.body, want.body),
+            ("flag", r.flag, want.flag),
+            ("reconsumeTimes", r.reconsume_times, want.reconsume_times),
+            ("UNIQ_KEY", r.uniq_key, want.uniq_key),
+        )
+        if a != b
+    ]

@@ -446,8 +446,10 @@ class RecordsMixin(OrderMixin):
             uniq in self.state.tx_discardable or self.discarded_soon(uniq)
         ):
             # The run that wrote the copy reached it (transaction/check-discard), or the model discards it
-            # within the interval the phase leaves open.
+            # within the interval the phase leaves open: the record is the model's discard, judged when
+            # the model makes it (Checker.advance), and not expected again.
             self.count("records")
+            self.early_discards.setdefault(uniq, (r, e))
         elif topic == TRANS_CHECK_MAX_TIME_TOPIC:
             self.report(
                 "early-discard",
