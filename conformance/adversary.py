@@ -32,6 +32,7 @@ class Perturbation:
     kind: str
     index: int  # the event changed (or the first event removed or added)
     detail: str
+    target: str = ""  # what it changed: a record's class (``record_class``), "pull", "send" or "check"
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -112,6 +113,22 @@ def _records(
     ]
 
 
+def record_class(r: dict[str, Any]) -> str:
+    """What a record is: a discard copy, a retry or DLQ copy, a delivered delayed copy, a committed
+    message, a half message, or a plain one."""
+    topic = str(r.get("topic", ""))
+    props = r.get("properties", {})
+    if topic == "TRANS_CHECK_MAX_TIME_TOPIC":
+        return "discard-copy"
+    if topic.startswith(("%RETRY%", "%DLQ%")):
+        return "retry-copy"
+    if "DELAY" in props and "REAL_TOPIC" in props:
+        return "delayed-copy"
+    if props.get("TRAN_MSG") == "true":
+        return "committed" if int(r.get("sys_flag", 0)) & 0xC == 8 else "half"
+    return "plain"
+
+
 def _edit(events: list[Event], i: int, value: dict[str, Any], *, time: int | None = None) -> None:
     e = events[i]
     events[i] = attrs.evolve(e, value=value, time=e.time if time is None else time)
@@ -143,10 +160,11 @@ def _corrupt_body(events: list[Event], rng: random.Random, horizon: int) -> Pert
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     value["records"][j]["body"] += "~"
     _edit(events, i, value)
-    return Perturbation("corrupt-body", i, f"record {j}'s body gained a byte")
+    return Perturbation("corrupt-body", i, f"record {j}'s body gained a byte", cls)
 
 
 def _extra_property(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -154,10 +172,11 @@ def _extra_property(events: list[Event], rng: random.Random, horizon: int) -> Pe
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     value["records"][j]["properties"]["RMQSPEC_ADVERSARY"] = "1"
     _edit(events, i, value)
-    return Perturbation("extra-property", i, f"record {j} carries a property nobody set")
+    return Perturbation("extra-property", i, f"record {j} carries a property nobody set", cls)
 
 
 def _corrupt_flag(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -165,10 +184,11 @@ def _corrupt_flag(events: list[Event], rng: random.Random, horizon: int) -> Pert
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     value["records"][j]["flag"] = int(value["records"][j]["flag"]) ^ 0x40
     _edit(events, i, value)
-    return Perturbation("corrupt-flag", i, f"record {j}'s flag changed")
+    return Perturbation("corrupt-flag", i, f"record {j}'s flag changed", cls)
 
 
 def _drop_record(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -190,10 +210,11 @@ def _drop_record(events: list[Event], rng: random.Random, horizon: int) -> Pertu
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     del value["records"][j]
     _edit(events, i, value)
-    return Perturbation("drop-record", i, f"record {j} removed from a FOUND answer")
+    return Perturbation("drop-record", i, f"record {j} removed from a FOUND answer", cls)
 
 
 def _duplicate_record(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -201,10 +222,11 @@ def _duplicate_record(events: list[Event], rng: random.Random, horizon: int) -> 
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     value["records"].insert(j + 1, copy.deepcopy(value["records"][j]))
     _edit(events, i, value)
-    return Perturbation("duplicate-record", i, f"record {j} answered twice in one pull")
+    return Perturbation("duplicate-record", i, f"record {j} answered twice in one pull", cls)
 
 
 def _swap_records(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -222,7 +244,7 @@ def _swap_records(events: list[Event], rng: random.Random, horizon: int) -> Pert
     rs = value["records"]
     rs[j], rs[j + 1] = rs[j + 1], rs[j]
     _edit(events, i, value)
-    return Perturbation("swap-records", i, f"records {j} and {j + 1} answered out of queue order")
+    return Perturbation("swap-records", i, f"records {j} and {j + 1} answered out of queue order", "pull")
 
 
 def _shift_queue_offset(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -231,11 +253,12 @@ def _shift_queue_offset(events: list[Event], rng: random.Random, horizon: int) -
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     top = int(value["fields"].get("max_offset", 0))
     value["records"][j]["queue_offset"] = max(top, int(value["records"][j]["queue_offset"])) + 7
     _edit(events, i, value)
-    return Perturbation("shift-queue-offset", i, f"record {j} read at an offset past the queue's end")
+    return Perturbation("shift-queue-offset", i, f"record {j} read at an offset past the queue's end", cls)
 
 
 def _pull_next_offset(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -246,7 +269,9 @@ def _pull_next_offset(events: list[Event], rng: random.Random, horizon: int) -> 
     value = copy.deepcopy(events[i].value)
     value["fields"]["next_begin_offset"] = int(value["fields"]["next_begin_offset"]) + 1
     _edit(events, i, value)
-    return Perturbation("pull-next-offset", i, "a FOUND answer's nextBeginOffset one past what it read")
+    return Perturbation(
+        "pull-next-offset", i, "a FOUND answer's nextBeginOffset one past what it read", "pull"
+    )
 
 
 def _pull_max_offset(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -257,7 +282,7 @@ def _pull_max_offset(events: list[Event], rng: random.Random, horizon: int) -> P
     value = copy.deepcopy(events[i].value)
     value["fields"]["max_offset"] = int(value["fields"]["max_offset"]) + 5
     _edit(events, i, value)
-    return Perturbation("pull-max-offset", i, "a pull answer's maxOffset past the queue's")
+    return Perturbation("pull-max-offset", i, "a pull answer's maxOffset past the queue's", "pull")
 
 
 def _send_code(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -275,7 +300,7 @@ def _send_code(events: list[Event], rng: random.Random, horizon: int) -> Perturb
     value["remark"] = "service not available now"
     value["fields"] = {}
     _edit(events, i, value)
-    return Perturbation("send-refused", i, "a send answered SERVICE_NOT_AVAILABLE")
+    return Perturbation("send-refused", i, "a send answered SERVICE_NOT_AVAILABLE", "send")
 
 
 def _send_queue_offset(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -303,7 +328,9 @@ def _send_queue_offset(events: list[Event], rng: random.Random, horizon: int) ->
     value = copy.deepcopy(events[i].value)
     value["fields"]["queue_offset"] = int(value["fields"]["queue_offset"]) + 1
     _edit(events, i, value)
-    return Perturbation("send-queue-offset", i, "a send result's queueOffset one past where it was stored")
+    return Perturbation(
+        "send-queue-offset", i, "a send result's queueOffset one past where it was stored", "send"
+    )
 
 
 def _send_topic(events: Sequence[Event], ok: int) -> str | None:
@@ -336,11 +363,12 @@ def _early_store(events: list[Event], rng: random.Random, horizon: int, eps: int
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     rec = value["records"][j]
     rec["store_timestamp"] = sent[rec["properties"]["UNIQ_KEY"]] - eps - 1
     _edit(events, i, value)
-    return Perturbation("early-delivery", i, f"record {j} stored {eps + 1} ms before its send")
+    return Perturbation("early-delivery", i, f"record {j} stored {eps + 1} ms before its send", cls)
 
 
 def _drop_check(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -370,7 +398,7 @@ def _drop_check(events: list[Event], rng: random.Random, horizon: int) -> Pertur
             break
     kept = [e for k, e in enumerate(events) if k not in drop]
     events[:] = [attrs.evolve(e, index=n) for n, e in enumerate(kept)]
-    return Perturbation("drop-check", i, f"the check request at event {i} (and its answer) removed")
+    return Perturbation("drop-check", i, f"the check request at event {i} (and its answer) removed", "check")
 
 
 def _extra_check(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -384,7 +412,7 @@ def _extra_check(events: list[Event], rng: random.Random, horizon: int) -> Pertu
     props["TRANSACTION_CHECK_TIMES"] = str(int(props.get("TRANSACTION_CHECK_TIMES", "0")) + 1)
     events.insert(i + 1, attrs.evolve(events[i], value=extra))
     events[:] = [attrs.evolve(e, index=n) for n, e in enumerate(events)]
-    return Perturbation("extra-check", i + 1, "a check request repeated in the same round")
+    return Perturbation("extra-check", i + 1, "a check request repeated in the same round", "check")
 
 
 def _check_times(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -396,7 +424,7 @@ def _check_times(events: list[Event], rng: random.Random, horizon: int) -> Pertu
     props = value["message"]["properties"]
     props["TRANSACTION_CHECK_TIMES"] = str(int(props.get("TRANSACTION_CHECK_TIMES", "0")) + 5)
     _edit(events, i, value)
-    return Perturbation("check-times", i, "a check request's TRANSACTION_CHECK_TIMES five too high")
+    return Perturbation("check-times", i, "a check request's TRANSACTION_CHECK_TIMES five too high", "check")
 
 
 def _reconsume_times(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -405,10 +433,11 @@ def _reconsume_times(events: list[Event], rng: random.Random, horizon: int) -> P
     if place is None:
         return None
     i, j = place
+    cls = record_class(events[i].value["records"][j])
     value = copy.deepcopy(events[i].value)
     value["records"][j]["reconsume_times"] = int(value["records"][j]["reconsume_times"]) + 3
     _edit(events, i, value)
-    return Perturbation("reconsume-times", i, f"record {j}'s reconsumeTimes three too high")
+    return Perturbation("reconsume-times", i, f"record {j}'s reconsumeTimes three too high", cls)
 
 
 def _half_visible(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -448,7 +477,7 @@ def _half_visible(events: list[Event], rng: random.Random, horizon: int) -> Pert
     value["fields"]["next_begin_offset"] = int(value["fields"]["next_begin_offset"]) + 1
     value["fields"]["max_offset"] = max(int(value["fields"]["max_offset"]), template["queue_offset"] + 1)
     _edit(events, pull, value)
-    return Perturbation("half-visible", pull, "a half message answered in its real topic")
+    return Perturbation("half-visible", pull, "a half message answered in its real topic", "pull")
 
 
 def _later_found_pull(events: Sequence[Event], after: int, horizon: int, topic: str) -> int | None:
