@@ -27,6 +27,8 @@ import attrs
 
 from rmqspec.conformance.checker import Verdict, check_history
 from rmqspec.conformance.history import Event, HistoryError, load
+from rmqspec.conformance.history import save as save_history
+from rmqspec.conformance.suite import broker_settings
 from rmqspec.reference.config import BrokerConfig, Profile
 
 from .config import BROKER_NAME, COMMIT_LOG_FILE_SIZE
@@ -134,6 +136,7 @@ def run_driver(
     settle: float,
     seed: int = 0,
     levels: tuple[int, ...] = (1, 2),
+    poll_ms: int = 500,
 ) -> str:
     """Run the driver against a started broker; its summary lines (stderr). The history is at ``out``."""
     addr = broker.address
@@ -147,9 +150,10 @@ def run_driver(
         "settle": str(settle),
         "seed": str(seed),
         "levels": ",".join(map(str, levels)),
+        "pollMs": str(poll_ms),
         "commitLogFileSize": str(COMMIT_LOG_FILE_SIZE),
         "client": f"org.apache.rocketmq:{CLIENT_ARTIFACT}:{built.version}",
-        "out": str(out),
+        "out": str(out.resolve()),  # the driver runs in a directory of its own
     }
     with tempfile.TemporaryDirectory(prefix="rmqspec-javadriver-") as home:
         try:
@@ -220,9 +224,18 @@ def java_workload(
         finally:
             broker.stop()
         try:
-            _meta, events = load(path)
+            meta, events = load(path)
         except HistoryError as e:
             raise JavaDriverError(str(e)) from None
+        # the header of a saved scenario history (conformance/suite.py): enough to judge it again alone
+        meta |= {
+            "target": f"apache:{version}",
+            "epsilon_ms": epsilon_ms,
+            "broker": broker_settings(judged_by),
+            "seconds": seconds,
+            "seed": seed,
+        }
+        save_history(events, path, {k: v for k, v in meta.items() if k != "rmqspec_history"})
         say(f"checking {len(events)} events")
         verdict = check_history(events, judged_by, epsilon_ms=epsilon_ms, shared=True)
         return JavaWorkloadResult(version, verdict, tuple(events), path, time.perf_counter() - t0, log)
