@@ -94,3 +94,47 @@ def test_the_java_client_workload_runs_on_a_real_broker(version: str, tmp_path: 
     meta, events = load(res.history)
     assert meta["target"] == f"apache:{version}"
     assert_recorded_right(meta, events)
+
+
+def test_the_client_is_resolved_like_the_broker_and_the_driver_compiled_once_per_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rmqspec.adapters.apache import javadriver, maven
+
+    # the client's classpath in the cache, as `maven.resolve` leaves it: no Maven runs
+    vdir = maven.version_dir("4.9.7", tmp_path)
+    (vdir / "lib").mkdir(parents=True)
+    (vdir / "lib" / "rocketmq-client-4.9.7.jar").write_bytes(b"PK")
+    (vdir / "classpath-rocketmq-client.txt").write_text("rocketmq-client-4.9.7.jar\n")
+    assert maven.resolve("4.9.7", "rocketmq-client", cache=tmp_path, offline=True).jars
+    calls: list[list[str]] = []
+    javac = tmp_path / "bin" / "javac"
+    javac.parent.mkdir()
+    javac.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n')
+    javac.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{javac.parent}{os.pathsep}{os.environ['PATH']}")
+    first = javadriver.build("4.9.7", cache=tmp_path)
+    second = javadriver.build("4.9.7", cache=tmp_path)
+    calls = [ln.split() for ln in (javac.parent / "calls").read_text().splitlines()]
+    assert len(calls) == 1 and first == second  # cached, keyed by the source's hash
+    assert first.classes.parent.name == f"javadriver-{javadriver.source_hash()}"
+    assert str(vdir / "lib" / "rocketmq-client-4.9.7.jar") in first.classpath
+    assert any(c.endswith("WireRecorder.java") for c in calls[0])
+
+
+def test_a_driver_that_does_not_compile_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rmqspec.adapters.apache import javadriver, maven
+
+    vdir = maven.version_dir("5.5.0", tmp_path)
+    (vdir / "lib").mkdir(parents=True)
+    (vdir / "lib" / "rocketmq-client-5.5.0.jar").write_bytes(b"PK")
+    (vdir / "classpath-rocketmq-client.txt").write_text("rocketmq-client-5.5.0.jar\n")
+    javac = tmp_path / "bin" / "javac"
+    javac.parent.mkdir()
+    javac.write_text("#!/bin/sh\necho 'Driver.java:1: error: cannot find symbol' >&2\nexit 1\n")
+    javac.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{javac.parent}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(
+        javadriver.JavaDriverError, match=r"^javac failed .* for 5\.5\.0: Driver\.java:1: error"
+    ):
+        javadriver.build("5.5.0", cache=tmp_path)
