@@ -80,7 +80,29 @@ final class WireRecorder implements RPCHook {
             if (p != null && byThread.get(p.thread) == r) {
                 byThread.remove(p.thread);
             }
+            lock.notifyAll();
             return p;
+        }
+    }
+
+    /** The 5.x client may return from a call before its response hook has run (on the thread that completed
+     *  the response future): a thread's next request waits a little for that answer to be recorded, so that
+     *  an operation the broker answered is not taken for one whose outcome is unknown. */
+    private void awaitPrevious() {
+        long deadline = System.currentTimeMillis() + 2000;
+        synchronized (lock) {
+            while (byThread.containsKey(Thread.currentThread())) {
+                long left = deadline - System.currentTimeMillis();
+                if (left <= 0) {
+                    return;
+                }
+                try {
+                    lock.wait(left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
         }
     }
 
@@ -184,6 +206,7 @@ final class WireRecorder implements RPCHook {
             return;
         }
         Map<String, String> h = header(request);
+        awaitPrevious();
         abandon(new IllegalStateException("no answer recorded before the next request"));
         int proc = process();
         switch (code) {
