@@ -1,7 +1,7 @@
 """Histories recorded with Apache RocketMQ's own Java client (adapters/apache/javadriver, issue 24).
 
 The fixtures under fixtures/real/java-client were recorded by `rmqspec java-workload --target apache:V
---seconds 5` on real 4.9.7 and 5.5.0 brokers. Today's checker rejects them for reasons issue 24 lists
+--seconds S` on real 4.9.7 (8 s) and 5.5.0 (5 s) brokers. Today's checker rejects them for reasons issue 24 lists
 (one-way COMMIT and ROLLBACK, lookups that take the first match, op messages without keys) and one it
 does not (a consumer's heartbeat creates its retry topic): they are not in fixtures/real, whose histories
 must pass. What is asserted here is what the recording itself must be, whatever the verdict: every event

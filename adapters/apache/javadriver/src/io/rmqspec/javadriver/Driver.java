@@ -320,6 +320,7 @@ public final class Driver {
         consumer.shutdown();
         txProducer.shutdown();
         producer.shutdown();
+        recorder.closeAll();
         write(out);
         System.err.println("rmqspec-javadriver: " + operations.get() + " workload operations; history in " + out
             + "; not recorded (not operations of the model): " + recorder.skipped());

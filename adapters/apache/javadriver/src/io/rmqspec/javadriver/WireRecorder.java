@@ -85,6 +85,22 @@ final class WireRecorder implements RPCHook {
         }
     }
 
+    /** At the end of the run: what is still in flight (a request the client gave up on inside its own
+     *  code, e.g. a heartbeat of its scheduled task that timed out) is completed as unknown. */
+    void closeAll() {
+        synchronized (lock) {
+            Map<String, Object> v = new LinkedHashMap<>();
+            v.put("error", "no answer by the end of the run");
+            for (Pending p : new ArrayList<>(inFlight.values())) {
+                for (int proc : p.processes) {
+                    add(proc, "info", p.f, v);
+                }
+            }
+            inFlight.clear();
+            byThread.clear();
+        }
+    }
+
     /** The 5.x client may return from a call before its response hook has run (on the thread that completed
      *  the response future): a thread's next request waits a little for that answer to be recorded, so that
      *  an operation the broker answered is not taken for one whose outcome is unknown. */
@@ -314,8 +330,8 @@ final class WireRecorder implements RPCHook {
             for (int i = 0; i < procs.length; i++) {
                 String g = groups.get(i);
                 // per calling thread too: two client instances (a producer's, a consumer's) both register
-                // CLIENT_INNER_PRODUCER, each from its own heartbeat thread
-                String key = Thread.currentThread().getName() + "/" + g;
+                // CLIENT_INNER_PRODUCER, each from its own heartbeat thread (the threads' names are the same)
+                String key = Thread.currentThread().getId() + "/" + g;
                 procs[i] = groupProcesses.computeIfAbsent(key, k -> 300 + groupProcesses.size());
                 Map<String, Object> args = new LinkedHashMap<>();
                 args.put("group", g);
