@@ -632,7 +632,43 @@ def _serve_through(
         pass
 
 
+def java_workload_cmd(
+    target: Annotated[
+        str, typer.Option(help="apache:VERSION (a pinned version: 4.9.7, 5.5.0)")
+    ] = "apache:4.9.7",
+    seconds: Annotated[
+        float, typer.Option(help="seconds of workload (then it settles and reads back)")
+    ] = 30.0,
+    seed: Annotated[int, typer.Option(help="seed of the workload's choices")] = 0,
+    save: Annotated[Path | None, typer.Option(help="write the history (JSON Lines) here")] = None,
+    report: Annotated[Path | None, typer.Option(help="write the verdict as JSON")] = None,
+) -> None:
+    """Run the wall-clock workload with Apache RocketMQ's own Java client (rocketmq-client at the broker's
+    version, built from adapters/apache/javadriver) against a broker rmqspec starts, read back every record
+    of its commit log, and judge the history. Exit 0: pass, 1: fail, 3: unknown."""
+    from rmqspec.adapters.apache.javadriver import JavaDriverError, java_workload
+
+    kind, _, version = target.partition(":")
+    if kind != "apache" or not version:
+        raise _fail(f"--target {target!r}: the Java-client workload runs on apache:VERSION")
+    if seconds <= 0:
+        raise _fail("--seconds must be more than 0")
+    try:
+        res = java_workload(version, seconds=seconds, seed=seed, save=save, progress=lambda s: err.print(s))
+    except (JavaDriverError, ValueError) as e:
+        raise _fail(str(e)) from None
+    out = _out()
+    out.print(escape(res.log))
+    out.print(f"{len(res.events)} events in {res.seconds:.0f} s; {escape(res.verdict.summary())}")
+    if save is not None:
+        out.print(f"history: {save}")
+    if report is not None:
+        report.write_text(json.dumps(res.verdict.to_json(), indent=2) + "\n", encoding="utf-8")
+    raise typer.Exit({"pass": 0, "fail": 1}.get(res.verdict.valid, 3))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("java-workload")(java_workload_cmd)
     app.command("serve")(serve_cmd)
     app.command("conform")(conform_cmd)
     app.command("mutants")(mutants_cmd)

@@ -29,6 +29,8 @@ from .versions import ApacheVersion, pinned
 RESOURCES = Path(__file__).resolve().parent / "resources"
 POM = RESOURCES / "pom.xml"
 MAVEN_TIMEOUT_S = 900
+# Apache's Java client for the remoting protocol, at the broker's version: the Java-client workload runs on it
+CLIENT_ARTIFACT = "rocketmq-client"
 
 
 class ResolveError(RuntimeError):
@@ -148,7 +150,7 @@ def resolve(
     ``offline``: never run Maven (a ``ResolveError`` if the version is not cached).
     """
     row = pinned(version)
-    if artifact not in row.artifacts:
+    if artifact not in (*row.artifacts, CLIENT_ARTIFACT):
         raise ResolveError(f"Apache RocketMQ {version} has no {artifact} (it has {', '.join(row.artifacts)})")
     found = cached(version, artifact, cache)
     if found is not None:
