@@ -35,6 +35,7 @@ from rmqspec.reference.observations import (
     BatchOk,
     Delivered,
     EndTxOk,
+    Found,
     NoResponse,
     Rejected,
     SendBackOk,
@@ -298,13 +299,25 @@ class OperationsMixin(PullsMixin):
 
     # -- END_TRANSACTION ---------------------------------------------------------------------------------
 
+    def uniq_at(self, model_offset: int) -> str:
+        """The UNIQ_KEY of the model's record at ``model_offset`` ("" when there is none)."""
+        if model_offset < 0:
+            return ""
+        found = self.model.view(self.state, model_offset)
+        if isinstance(found, Found) and found.records:
+            return found.records[0].uniq_key or ""
+        return ""
+
     def apply_end_tx(self, inv: Event, op: EndTx) -> Completion:
         r = op.request
         model_offset = self.target_to_model.get(r.commit_log_offset, -1)
         table = self.half_table_target_to_model.get(r.tran_state_table_offset, r.tran_state_table_offset)
         req = attrs.evolve(r, tran_state_table_offset=table, commit_log_offset=model_offset)
+        # The half message's UNIQ_KEY names the transaction. A 4.9.x producer sends no transactionId
+        # outside a check (the 4.9.x broker never sets one in the send result): read the key from the
+        # half record the request names, so that two transactions never share the empty name.
+        uniq = str(r.transaction_id or "") or self.uniq_at(model_offset)
         self.state, obs = self.model.end_transaction(self.state, req, inv.time)
-        uniq = str(r.transaction_id or "")
         if isinstance(obs, EndTxOk):
             if uniq in self.resolved:
                 self.hazards.append(

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import attrs
+
 from rmqspec.reference.constants import (
+    OP_TOPIC,
     RETRY_PREFIX,
     SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
@@ -327,6 +330,8 @@ class PullsMixin(TransactionsMixin):
         if model_offset is not None:
             return self.state.store.lookup(model_offset)
         store = self.state.store
+        if r.topic == OP_TOPIC and r.uniq_key is None:
+            return self.known_op_record(r)
         if r.uniq_key is not None:
             offsets: Iterable[int] = store.uniq.get(r.uniq_key, ())
         else:
@@ -343,6 +348,28 @@ class PullsMixin(TransactionsMixin):
         if not candidates:
             return None
         return min(candidates, key=lambda m: (len(lookup_diffs(r, m)), m.queue_offset != r.queue_offset))
+
+    def known_op_record(self, r: Record) -> Record | None:
+        """An op message of RMQ_SYS_TRANS_OP_HALF_TOPIC is the model's when every half-queue offset its
+        body names (the target's offsets, read as the model's through the half table: the check service's
+        put-back copies sit at offsets of their own) is one the model's op messages of that queue name.
+        Which ENDs one op message groups is the 5.x batch service's timing (transaction/op-batch: written
+        on its tick, several at once), so the body is judged as that set; the other fields against the
+        model's op message that shares the most of it."""
+        got = op_offsets(r.body)
+        if got is None:
+            return None
+        mapped = {self.half_table_target_to_model.get(o, o) for o in got}
+        models = [
+            m
+            for entry in self.state.store.cq(r.topic, r.queue_id)
+            if entry[0] not in self.phantoms and (m := self.state.store.lookup(entry[0])) is not None
+        ]
+        named = [(m, set(op_offsets(m.body) or ())) for m in models]
+        if not named or not mapped <= set().union(*(n for _, n in named)):
+            return None
+        best, _ = max(named, key=lambda mn: (len(mapped & mn[1]), -abs(mn[0].queue_offset - r.queue_offset)))
+        return attrs.evolve(best, body=r.body)
 
     def compare_lookup(self, r: Record, want: Record | None, what: str, e: Event) -> None:
         if want is None:
@@ -451,6 +478,16 @@ class PullsMixin(TransactionsMixin):
             )
 
         return complete
+
+
+def op_offsets(body: bytes) -> list[int] | None:
+    """The half-queue offsets an op message's body names ("5" on 4.9.x, "25,27,28," from a 5.x batch);
+    None when it is not such a list."""
+    try:
+        parts = [p for p in body.decode("ascii").split(",") if p]
+        return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+    except UnicodeDecodeError:
+        return None
 
 
 def lookup_diffs(r: Record, want: Record) -> list[str]:
