@@ -175,6 +175,9 @@ class CheckerBase:
         self.delivered_sources: set[int] = set()
         self.restarts: list[tuple[int, int]] = []  # (invoke, completion) of each restart
         self.aliases: dict[int, set[int]] = {}  # model offset -> the target's other records for it (alias)
+        # (level, schedule offset, restart index): the one copy a restart let the target deliver again of
+        # that schedule entry, taken (schedule/restart-redelivery: at most one per entry per restart)
+        self.redelivered: set[tuple[int, int, int]] = set()
         self.restarting: int | None = None  # the invoke time of a restart not completed yet
         # Schedule entries that fall due within FIRST_DELAY_TIME of a restart's invoke, and when: the broker
         # that is stopping may still deliver them at that time (the model restarted at the invoke).
@@ -209,6 +212,10 @@ class CheckerBase:
         self.tx_stop: tuple[int, int, int] | None = None
         self.tx_resynced: set[str] = set()
         self.tx_unheard: set[int] = set()  # the model's check copies whose checks a restart took away
+        # Transactions an orderly stop's runs may have raised to transactionCheckMax unheard (so discarded,
+        # never checked again): UNIQ_KEY -> (that stop's invoke, its runs). Only a half message the broker
+        # held when the stop began, near enough the max; a check of it seen after the stop ends it.
+        self.tx_maybe_discarded: dict[str, tuple[int, int]] = {}
         # Following what the target did: records the model holds that the target does not (the target
         # refused the operation that wrote them), and where they sit in the model's queues.
         self.phantoms: set[int] = set()  # model commit-log offsets

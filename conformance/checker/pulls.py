@@ -79,7 +79,9 @@ class PullsMixin(TransactionsMixin):
         if not self.counted(queue) or queue in self.open_queues or queue[0] in self.open_topics:
             return None
         held = self.state.store.max_offset(*queue) - len(self.phantom_entries.get(queue, ()))
-        return held + self.extra_entries[queue]
+        # a queue the schedule service delivers into may hold copies restarts let it deliver again
+        again = self.redelivery_room(queue) if queue in self.delivery_queues else 0
+        return held + self.extra_entries[queue] + again
 
     def topic_certain(self, topic: str, t: int) -> bool:
         """Whether the target certainly has ``topic`` at ``t``: a client operation that made it had

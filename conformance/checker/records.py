@@ -25,6 +25,7 @@ from rmqspec.reference.constants import (
     TRANSACTION_COMMIT_TYPE,
     Prop,
 )
+from rmqspec.reference.model import FIRST_DELAY_TIME_MS
 from rmqspec.reference.observations import Discarded
 from rmqspec.reference.records import Props, Record, props
 
@@ -194,6 +195,10 @@ class RecordsMixin(OrderMixin):
             return
         self.count("records")
         x.seen_at = r.store_timestamp
+        if (
+            x.again is not None and x.level is not None
+        ):  # the model's copy delivered again: that restart's once
+            self.redelivered.add((x.level, x.order, x.again))
         self.queue_index(x.queue).seen += 1
         self.bind(r.commit_log_offset, x.model.commit_log_offset)
         seen_at = e.time
@@ -399,11 +404,15 @@ class RecordsMixin(OrderMixin):
         queues = [(topic, r.queue_id)]
         # A copy already seen, delivered again after a restart: whatever the model holds for the message
         # now (a later hop, its dead-letter copy), this record is that copy again.
-        if seen and (first := self.redelivery(seen, r)) is not None:
+        if seen and (first := self.redelivery(seen, r, take=True)) is not None:
             self.alias(r.commit_log_offset, first.model.commit_log_offset)
+            self.count("records")
             self.hazards.append(
                 f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
             )
+            # The same message again (a new record with the same UNIQ_KEY and body): every field the
+            # broker does not set anew on delivery is the first copy's.
+            self.compare_record(r, attrs.evolve(first, rule="schedule/restart-redelivery"), e)
         elif topic.startswith(DLQ_PREFIX) and any(
             x.topic.startswith(RETRY_PREFIX) for x in waiting + scheduled
         ):
@@ -469,9 +478,13 @@ class RecordsMixin(OrderMixin):
                 queues=queues,
             )
         elif seen:
+            # Beyond what a restart allows (its once used up, or past its window): the restart's rule.
+            restarted = any(x.level is not None for x in seen) and any(
+                start < r.store_timestamp for _i, start, _done in self.restart_spans()
+            )
             self.report(
                 "duplicate-delivery",
-                seen[0].rule,
+                "schedule/restart-redelivery" if restarted else seen[0].rule,
                 e.index,
                 f"{uniq} delivered again to {topic}",
                 uniq=uniq,
@@ -506,30 +519,71 @@ class RecordsMixin(OrderMixin):
         _state, events = self.model.advance(self.state, self.model_time, self.model_time + interval)
         return any(isinstance(ev, Discarded) and ev.copy.uniq_key == uniq for ev in events)
 
-    def redelivery(self, seen: list[Expectation], r: Record) -> Expectation | None:
-        """The first delivery of a scheduled copy delivered again after a restart, at most one offset
-        persist interval before the restart was asked for, or while the broker was stopping (until the
-        restart completed: it persists its offsets in its shutdown, which may come after that delivery or
-        not at all under SIGKILL). rule: schedule/restart-redelivery"""
+    def restart_spans(self) -> list[tuple[int, int, int]]:
+        """(index, invoke, completion) of every restart, one in flight last (completing at ``sys.maxsize``:
+        the broker may answer again before the suite's restart completes)."""
+        spans = [(i, start, done) for i, (start, done) in enumerate(self.restarts)]
+        if self.restarting is not None:
+            spans.append((len(self.restarts), self.restarting, sys.maxsize))
+        return spans
+
+    def redelivery(self, seen: list[Expectation], r: Record, *, take: bool = False) -> Expectation | None:
+        """The first delivery of a scheduled copy that ``r`` may be, delivered again after a restart; None
+        when no restart allows it. rule: schedule/restart-redelivery, bounded three ways:
+
+        * which copies: one first delivered at most one offset persist interval (plus epsilon) before the
+          restart was asked for, or while the broker was stopping (until the restart completed: it writes
+          its offsets in its shutdown, which may come after that delivery or not at all under SIGKILL);
+        * when: after the restart was asked for, and by the first run of the schedule service after the
+          broker is back (FIRST_DELAY_TIME after the completion, plus epsilon): the entries read again
+          are due, and that run delivers every due entry of its level;
+        * how often: once per schedule entry per restart (the level's offset is read back once); the
+          model's own copy delivered again after that restart (``Expectation.again``) takes that once.
+
+        ``take``: ``r`` is that copy (its restart's once is used up)."""
         flush = self.model.flush_delay_offset_interval_ms
-        spans = list(self.restarts)
-        if self.restarting is not None:  # the broker may answer again before the suite's restart completes
-            spans.append((self.restarting, sys.maxsize))
-        return next(
-            (
-                x
-                for x in seen
-                for start, done in spans
-                if x.level is not None
-                and x.topic == r.topic
-                and x.model.reconsume_times == r.reconsume_times  # the same copy, not the next retry
-                and x.seen_at is not None
-                and start - flush - self.eps <= x.seen_at <= done
-                and start < r.store_timestamp
-                and x.seen_at < r.store_timestamp
-            ),
-            None,
-        )
+        for x in seen:
+            if (
+                x.level is None
+                or x.topic != r.topic
+                or x.model.reconsume_times != r.reconsume_times  # the same copy, not the next retry
+                or x.seen_at is None
+                or x.seen_at >= r.store_timestamp
+            ):
+                continue
+            for i, start, done in self.restart_spans():
+                if (
+                    start - flush - self.eps <= x.seen_at <= done
+                    and start < r.store_timestamp <= done + FIRST_DELAY_TIME_MS + self.eps
+                    and (x.level, x.order, i) not in self.redelivered
+                ):
+                    if take:
+                        self.redelivered.add((x.level, x.order, i))
+                    return x
+        return None
+
+    def redelivery_room(self, queue: tuple[str, int]) -> int:
+        """How many more entries than the model's ``queue`` may hold because restarts let the target deliver
+        copies again: one per schedule entry whose delivery may have fallen in a restart's window
+        (``redelivery``), per restart, less the ones the model delivered again itself (in its count).
+        rule: schedule/restart-redelivery"""
+        spans = self.restart_spans()
+        if not spans:
+            return 0
+        flush = self.model.flush_delay_offset_interval_ms
+        room: set[tuple[int, int, int]] = set()
+        own: set[tuple[int, int, int]] = set()
+        for x in self.by_queue.get(queue, ()):
+            if x.level is None:
+                continue
+            if x.again is not None:
+                own.add((x.level, x.order, x.again))
+            first = x.earliest
+            last = x.seen_at if x.seen_at is not None else self.latest(x)
+            for i, start, done in spans:
+                if first <= done and (last is None or last >= start - flush - self.eps):
+                    room.add((x.level, x.order, i))
+        return len(room - own)
 
     def held_back(self, queue: tuple[str, int]) -> int:
         """How many messages the model holds in the schedule topic for ``queue`` (not delivered yet)."""

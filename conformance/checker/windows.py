@@ -106,6 +106,8 @@ class WindowsMixin(CheckerBase):
         # A copy delivered again after a restart may or may not come (rule: schedule/restart-redelivery):
         # the broker may have persisted its offset at shutdown.
         x.optional = source in self.delivered_sources
+        if x.optional and (self.restarts or self.restarting is not None):
+            x.again = len(self.restarts) - (self.restarting is None)  # the restart that made it
         self.delivered_sources.add(source)
 
     def on_timer_delivered(self, ev: TimerDelivered) -> None:
