@@ -262,3 +262,44 @@ def test_a_stop_excuses_only_the_counts_its_runs_reach() -> None:
     )
     assert causes(through_orderly_stop(0, {"1", "2", "3"}, cfg), cfg) == []
     assert causes(through_orderly_stop(0, {"1"}, cfg), cfg) == MISSING
+
+
+# --- schedule/restart-redelivery across two restarts ------------------------------------------------------
+
+
+def twice_restarted(second_at: int, again_after_first: bool) -> list[Event]:
+    """D1 (level 1) delivered at 1000; a crash at 11 000, back at 11 500, after which D1 comes again at
+    12 000 (``again_after_first``) or not; a second crash at ``second_at``, back 500 ms later, after which
+    D1 comes once more, a second after the crash."""
+    t = target()
+    t.execute(Send(Message("T", b"d", props(UNIQ_KEY="D1", DELAY="1"))))
+    t.advance_to(EPOCH + 1500)
+    t.execute(Pull("T", 0, 0))
+    first = t.events[-1].value["records"][0]
+    restarted(t, 11_000, 11_500)
+    copies = [again(first, 1, 12_000)] if again_after_first else []
+    restarted(t, second_at, second_at + 500)
+    copies.append(again(first, len(copies) + 1, second_at + 1000))
+    t.advance_to(EPOCH + second_at + 3000)
+    t.execute(Pull("T", 0, 1))
+    n = len(copies)
+    t.events[-1].value.update(
+        code=0, records=copies, fields={"next_begin_offset": 1 + n, "min_offset": 0, "max_offset": 1 + n}
+    )
+    return t.events
+
+
+def test_a_copy_delivered_again_may_come_again_after_the_next_restart() -> None:
+    """The copy delivered again at 12 000 is a delivery like any: a crash up to a persist interval (plus
+    eps) after it, the broker up long enough to have written since, may repeat it once more."""
+    edge = 12_000 + FLUSH + EPS
+    assert causes(twice_restarted(edge, True)) == []
+    assert causes(twice_restarted(edge + 1, True)) == DUPLICATE
+
+
+def test_a_broker_up_less_than_its_first_offset_write_may_repeat_what_came_before_its_start() -> None:
+    """Back at 11 500, the broker writes its offsets first 10 s after its start: a crash before 21 500
+    finds nothing written since the crash before, so the delivery of 1000 may come again; at 21 500 it
+    had written."""
+    assert causes(twice_restarted(21_499, False)) == []
+    assert causes(twice_restarted(21_500, False)) == DUPLICATE

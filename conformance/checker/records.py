@@ -132,6 +132,10 @@ def placement_rule(got: Record, model: Record) -> str | None:
     return None
 
 
+# ScheduleMessageService.start (4.9.x, 5.x): the first offset write comes 10 s after the service starts.
+FIRST_OFFSET_WRITE_MS: Final = 10_000
+
+
 class RecordsMixin(OrderMixin):
     def on_record(self, r: Record, e: Event) -> None:
         uniq = r.uniq_key or ""
@@ -527,21 +531,33 @@ class RecordsMixin(OrderMixin):
             spans.append((len(self.restarts), self.restarting, sys.maxsize))
         return spans
 
+    def redelivery_since(self, spans: list[tuple[int, int, int]], i: int) -> int:
+        """The earliest first delivery restart ``i`` of ``spans`` may repeat: one persist interval (plus
+        epsilon) before it was asked for; when the broker had been up less than its first offset write
+        since the restart before (ScheduleMessageService.start: 10 s after the start), it had written
+        nothing since then, so as far back as that restart may repeat. rule: schedule/restart-redelivery"""
+        flush = self.model.flush_delay_offset_interval_ms
+        while i > 0 and spans[i][1] - spans[i - 1][2] < FIRST_OFFSET_WRITE_MS:
+            i -= 1
+        return spans[i][1] - flush - self.eps
+
     def redelivery(self, seen: list[Expectation], r: Record, *, take: bool = False) -> Expectation | None:
         """The first delivery of a scheduled copy that ``r`` may be, delivered again after a restart; None
         when no restart allows it. rule: schedule/restart-redelivery, bounded three ways:
 
-        * which copies: one first delivered at most one offset persist interval (plus epsilon) before the
-          restart was asked for, or while the broker was stopping (until the restart completed: it writes
-          its offsets in its shutdown, which may come after that delivery or not at all under SIGKILL);
+        * which copies: one delivered (first, or again after an earlier restart) at most one offset
+          persist interval (plus epsilon) before the restart was asked for (further back when the broker
+          had not been up long enough to write: ``redelivery_since``), or while the broker was stopping
+          (until the restart completed: it writes its offsets in its shutdown, which may come after that
+          delivery or not at all under SIGKILL);
         * when: after the restart was asked for, and by the first run of the schedule service after the
-          broker is back (FIRST_DELAY_TIME after the completion, plus epsilon): the entries read again
+          broker is back (FIRST_DELAY_TIME after the completion, plus epsilon): the entries it reads again
           are due, and that run delivers every due entry of its level;
         * how often: once per schedule entry per restart (the level's offset is read back once); the
           model's own copy delivered again after that restart (``Expectation.again``) takes that once.
 
         ``take``: ``r`` is that copy (its restart's once is used up)."""
-        flush = self.model.flush_delay_offset_interval_ms
+        spans = self.restart_spans()
         for x in seen:
             if (
                 x.level is None
@@ -551,14 +567,17 @@ class RecordsMixin(OrderMixin):
                 or x.seen_at >= r.store_timestamp
             ):
                 continue
-            for i, start, done in self.restart_spans():
+            delivered = [x.seen_at, *self.redelivered_at.get((x.level, x.order), ())]
+            for i, start, done in spans:
+                since = self.redelivery_since(spans, i)
                 if (
-                    start - flush - self.eps <= x.seen_at <= done
+                    any(since <= t <= done for t in delivered)
                     and start < r.store_timestamp <= done + FIRST_DELAY_TIME_MS + self.eps
                     and (x.level, x.order, i) not in self.redelivered
                 ):
                     if take:
                         self.redelivered.add((x.level, x.order, i))
+                        self.redelivered_at.setdefault((x.level, x.order), []).append(r.store_timestamp)
                     return x
         return None
 
@@ -570,7 +589,7 @@ class RecordsMixin(OrderMixin):
         spans = self.restart_spans()
         if not spans:
             return 0
-        flush = self.model.flush_delay_offset_interval_ms
+        since = [self.redelivery_since(spans, i) for i in range(len(spans))]
         room: set[tuple[int, int, int]] = set()
         own: set[tuple[int, int, int]] = set()
         for x in self.by_queue.get(queue, ()):
@@ -580,8 +599,11 @@ class RecordsMixin(OrderMixin):
                 own.add((x.level, x.order, x.again))
             first = x.earliest
             last = x.seen_at if x.seen_at is not None else self.latest(x)
-            for i, start, done in spans:
-                if first <= done and (last is None or last >= start - flush - self.eps):
+            again = self.redelivered_at.get((x.level, x.order), ())
+            for i, _start, done in spans:
+                if (first <= done and (last is None or last >= since[i])) or any(
+                    since[i] <= t <= done for t in again
+                ):
                     room.add((x.level, x.order, i))
         return len(room - own)
 
