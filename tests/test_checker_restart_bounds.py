@@ -10,10 +10,11 @@ without a bound; the histories here are the reference's own, changed at the edge
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from rmqspec.adapters.inprocess import EPOCH, InProcessTarget
-from rmqspec.conformance.checker import check_history
+from rmqspec.conformance.checker import ALLOWANCES, allowance_table, check_history
 from rmqspec.conformance.history import Event, RecordingTarget
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import GetMaxOffset, Heartbeat, Model, Pull, Send
@@ -303,3 +304,42 @@ def test_a_broker_up_less_than_its_first_offset_write_may_repeat_what_came_befor
     had written."""
     assert causes(twice_restarted(21_499, False)) == []
     assert causes(twice_restarted(21_500, False)) == DUPLICATE
+
+
+# --- allowances as data -------------------------------------------------------------------------------------
+
+
+def used(events: list[Event], cfg: BrokerConfig = CFG) -> dict[str, int]:
+    v = check_history(events, cfg, epsilon_ms=EPS, check_phase_ms=0)
+    assert v.valid == "pass", [a.to_json() for a in v.anomalies]
+    return dict(v.allowances)
+
+
+def test_the_verdict_counts_the_allowances_it_used() -> None:
+    # a copy delivered again, in a queue one entry longer than the model's
+    assert used(redelivered(11_000, [12_000])) == {"restart-redelivery": 1, "restart-queue-growth": 1}
+    assert used(redelivered(11_000, [])) == {}  # allowed, not used
+    assert used(max_offset_after_restart(11_000, 2)) == {"restart-queue-growth": 1}
+    assert used(max_offset_after_restart(11_000, 1)) == {}
+    # on time only because the restart stretched its window; a copy on time anyway uses nothing
+    # (the model delivered D1 at 60 900, before the crash, and again after it: the target shows that copy)
+    assert used(due_across_restart(59_900, 61_500 + FIRST_DELAY + EPS)) == {
+        "restart-redelivery": 1,
+        "restart-stretched-window": 1,
+    }
+    assert used(due_across_restart(59_900, 61_000)) == {"restart-redelivery": 1}
+    # the count-2 check of a message an orderly stop may have taken to the discard
+    assert used(through_orderly_stop(0, {"1"}), TX_CFG) == {"restart-stop-discard": 1}
+    assert used(through_orderly_stop(0, {"1", "2"}), TX_CFG) == {}
+    v = check_history(redelivered(11_000, [12_000]), CFG, epsilon_ms=EPS, check_phase_ms=0)
+    assert v.to_json()["allowances"] == {"restart-queue-growth": 1, "restart-redelivery": 1}
+    assert "Allowances used: restart-queue-growth 1×, restart-redelivery 1×." in v.summary()
+
+
+def test_every_allowance_names_a_rule_of_the_spec_and_the_docs_show_the_table() -> None:
+    text = "\n".join(p.read_text(encoding="utf-8") for p in (Path(__file__).parents[1] / "spec").glob("*.md"))
+    for a in ALLOWANCES.values():
+        assert f"## {a.rule}\n" in text, a.rule
+        assert a.source and a.window and a.how_often, a.name
+    docs = (Path(__file__).parents[1] / "docs" / "checker.md").read_text(encoding="utf-8")
+    assert allowance_table() in docs, "docs/checker.md: paste allowance_table() into the Restarts section"

@@ -26,6 +26,7 @@ from rmqspec.reference.state import BrokerState
 
 from ..contract import Response
 from ..history import Event
+from .allowances import ALLOWANCES
 from .expectation import Expectation
 from .index import LevelSeen, QueueSeen
 from .verdict import Anomaly
@@ -141,6 +142,7 @@ class CheckerBase:
         self.hazards: list[str] = []
         self.taints: dict[str, int] = {}  # subject -> the root anomaly it follows from
         self.checked: Counter[str] = Counter()
+        self.allowances_used: Counter[str] = Counter()  # allowances.ALLOWANCES name -> times used
         # Reading the history.
         self.pending: dict[int, Pending] = {}  # process -> its operation in flight
         self.consumed = 0
@@ -288,6 +290,11 @@ class CheckerBase:
 
     def count(self, kind: str, n: int = 1) -> None:
         self.checked[kind] += n
+
+    def allow(self, name: str) -> None:
+        """The history used allowance ``name`` (a row of allowances.ALLOWANCES) once more."""
+        assert name in ALLOWANCES, name
+        self.allowances_used[name] += 1
 
     # -- commit-log offsets ----------------------------------------------------------------------------
 

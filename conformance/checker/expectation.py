@@ -34,6 +34,7 @@ class Expectation:
     # The model's own copy delivered again after the restart of this index (schedule/restart-redelivery):
     # it takes that restart's one copy of its schedule entry (``Checker.redelivered``).
     again: int | None = None
+    unstretched: int | None = None  # ``closes`` before a restart stretched it (restart-stretched-window)
 
     @property
     def queue(self) -> tuple[str, int]:

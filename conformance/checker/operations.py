@@ -412,7 +412,10 @@ class OperationsMixin(PullsMixin):
                     if x.seen_at is None and (x.level is not None or x.timer_slot is not None):
                         resume = FIRST_DELAY_TIME_MS if x.level is not None else precision
                         latest = self.latest(x)
+                        stretched = e.time + resume + self.eps
                         if x.earliest <= e.time + resume and (latest is None or latest >= inv.time):
-                            x.closes = max(x.closes, e.time + resume + self.eps)
+                            if stretched > x.closes and x.unstretched is None:
+                                x.unstretched = x.closes
+                            x.closes = max(x.closes, stretched)
 
         return complete

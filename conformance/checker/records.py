@@ -199,10 +199,10 @@ class RecordsMixin(OrderMixin):
             return
         self.count("records")
         x.seen_at = r.store_timestamp
-        if (
-            x.again is not None and x.level is not None
-        ):  # the model's copy delivered again: that restart's once
+        if x.again is not None and x.level is not None:
+            # the model's copy delivered again: that restart's once
             self.redelivered.add((x.level, x.order, x.again))
+            self.allow("restart-redelivery")
         self.queue_index(x.queue).seen += 1
         self.bind(r.commit_log_offset, x.model.commit_log_offset)
         seen_at = e.time
@@ -576,6 +576,7 @@ class RecordsMixin(OrderMixin):
                     and (x.level, x.order, i) not in self.redelivered
                 ):
                     if take:
+                        self.allow("restart-redelivery")
                         self.redelivered.add((x.level, x.order, i))
                         self.redelivered_at.setdefault((x.level, x.order), []).append(r.store_timestamp)
                     return x

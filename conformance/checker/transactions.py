@@ -372,22 +372,25 @@ class TransactionsMixin(RecordsMixin):
         self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
         self.compare_check_message(c.message, req.message, e)
 
-    def unheard_or_discarded(self, when: int, req: CheckRequest) -> bool:
+    def unheard_or_discarded(self, when: int, req: CheckRequest) -> str | None:
         """A check the model expects that a restart may have taken away: due while the broker stopped or
         was down (its remoting server closes first), or one of a message whose count the stop's runs may
-        have raised to the discard. rule: transaction/check-restart"""
+        have raised to the discard: the allowance that excuses it, None if none does.
+        rule: transaction/check-restart"""
         slack = self.eps + self.run_slack_ms
         spans = list(self.restarts)
         if self.restarting is not None:  # one in flight: down from its invoke on
             spans.append((self.restarting, sys.maxsize))
         if any(start - slack <= when <= end for start, end in spans):
-            return True
+            return "restart-unheard-check"
         stop = self.tx_maybe_discarded.get(req.transaction_id or "")
         if stop is None:
-            return False
+            return None
         invoked, runs = stop
         k = parse_int(req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")) or 0
-        return when >= invoked and k - 1 + runs >= self.model.config.transaction_check_max
+        if when >= invoked and k - 1 + runs >= self.model.config.transaction_check_max:
+            return "restart-stop-discard"
+        return None
 
     def checked_before_its_op(self, c: CheckEvent, e: Event, uniq: str, times: str | None) -> bool:
         """On a shared 5.x broker a run may check a message already ended: it spins on other clients' op
@@ -496,7 +499,10 @@ class TransactionsMixin(RecordsMixin):
                     if copy is not None:
                         self.drop_chain(uniq, copy)
                     continue
-                if (self.restarts or self.restarting is not None) and self.unheard_or_discarded(when, req):
+                if (self.restarts or self.restarting is not None) and (
+                    allowance := self.unheard_or_discarded(when, req)
+                ):
+                    self.allow(allowance)
                     self.tx_unheard.add(req.commit_log_offset)  # the model's copy the broker may not have
                     continue
                 self.report(

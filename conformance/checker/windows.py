@@ -264,6 +264,8 @@ class WindowsMixin(CheckerBase):
                 uniq=x.uniq,
                 queues=[x.queue],
             )
+        elif x.unstretched is not None and store_ts > latest - (x.closes - x.unstretched):
+            self.allow("restart-stretched-window")  # on time only because a restart stretched it
 
     # -- phantoms: what the model holds and the target does not -------------------------------------------
 
