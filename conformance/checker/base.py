@@ -180,6 +180,7 @@ class CheckerBase:
         # (level, schedule offset, restart index): the one copy a restart let the target deliver again of
         # that schedule entry, taken (schedule/restart-redelivery: at most one per entry per restart)
         self.redelivered: set[tuple[int, int, int]] = set()
+        self.room_cache: dict[Queue, tuple[object, int]] = {}  # records.redelivery_room, by what it reads
         self.redelivered_at: dict[tuple[int, int], list[int]] = {}  # (level, offset) -> store times of those
         self.restarting: int | None = None  # the invoke time of a restart not completed yet
         # Schedule entries that fall due within FIRST_DELAY_TIME of a restart's invoke, and when: the broker

@@ -590,6 +590,20 @@ class RecordsMixin(OrderMixin):
         spans = self.restart_spans()
         if not spans:
             return 0
+        # What it depends on: the queue's expectations, which are seen, which writers completed (their
+        # windows), the restarts (which stretch windows), the copies delivered again.
+        q = self.queue_seen_index.get(queue)
+        key = (
+            len(self.by_queue.get(queue, ())),
+            q.seen if q is not None else 0,
+            len(self.completed),
+            len(self.phantoms),
+            tuple(spans),
+            sum(len(v) for v in self.redelivered_at.values()),
+        )
+        cached = self.room_cache.get(queue)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         since = [self.redelivery_since(spans, i) for i in range(len(spans))]
         room: set[tuple[int, int, int]] = set()
         own: set[tuple[int, int, int]] = set()
@@ -606,6 +620,7 @@ class RecordsMixin(OrderMixin):
                     since[i] <= t <= done for t in again
                 ):
                     room.add((x.level, x.order, i))
+        self.room_cache[queue] = (key, len(room - own))
         return len(room - own)
 
     def held_back(self, queue: tuple[str, int]) -> int:
