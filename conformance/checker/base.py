@@ -180,7 +180,15 @@ class CheckerBase:
         # (level, schedule offset, restart index): the one copy a restart let the target deliver again of
         # that schedule entry, taken (schedule/restart-redelivery: at most one per entry per restart)
         self.redelivered: set[tuple[int, int, int]] = set()
-        self.room_cache: dict[Queue, tuple[object, int]] = {}  # records.redelivery_room, by what it reads
+        # For records.redelivery_room, by queue: the delivered copies seen (store time, window opening,
+        # level, schedule offset) in store-time order, the latest any came after its window opened, the
+        # schedule entries delivered there, and the model's own copies delivered again (level, offset,
+        # restart index).
+        self.delivered_seen: dict[Queue, list[tuple[int, int, int, int]]] = {}
+        self.delivered_lateness: dict[Queue, int] = {}
+        self.delivered_keys: dict[Queue, set[tuple[int, int]]] = {}
+        self.own_redeliveries: dict[Queue, set[tuple[int, int, int]]] = {}
+        self.room_memo: dict[Queue, tuple[int, int]] = {}  # queue -> (the event it was asked at, the room)
         self.redelivered_at: dict[tuple[int, int], list[int]] = {}  # (level, offset) -> store times of those
         self.restarting: int | None = None  # the invoke time of a restart not completed yet
         # Schedule entries that fall due within FIRST_DELAY_TIME of a restart's invoke, and when: the broker

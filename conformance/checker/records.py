@@ -9,6 +9,7 @@ from its own configuration or a client adds on reading.
 
 from __future__ import annotations
 
+import bisect
 import sys
 from collections.abc import Mapping
 from typing import Final
@@ -203,6 +204,13 @@ class RecordsMixin(OrderMixin):
             # the model's copy delivered again: that restart's once
             self.redelivered.add((x.level, x.order, x.again))
             self.allow("restart-redelivery")
+        if x.level is not None:  # a delivered copy, by store time (redelivery_room)
+            bisect.insort(
+                self.delivered_seen.setdefault(x.queue, []), (r.store_timestamp, x.earliest, x.level, x.order)
+            )
+            late = r.store_timestamp - x.earliest
+            if late > self.delivered_lateness.get(x.queue, 0):
+                self.delivered_lateness[x.queue] = late
         self.queue_index(x.queue).seen += 1
         self.bind(r.commit_log_offset, x.model.commit_log_offset)
         seen_at = e.time
@@ -586,42 +594,46 @@ class RecordsMixin(OrderMixin):
         """How many more entries than the model's ``queue`` may hold because restarts let the target deliver
         copies again: one per schedule entry whose delivery may have fallen in a restart's window
         (``redelivery``), per restart, less the ones the model delivered again itself (in its count).
-        rule: schedule/restart-redelivery"""
+        rule: schedule/restart-redelivery
+
+        Asked at every pull of a delivery queue, so it reads the copies seen through ``delivered_seen``
+        (by store time: only those from the window's start on) and walks only the copies not seen yet."""
         spans = self.restart_spans()
-        if not spans:
+        if not spans or queue not in self.delivery_queues:
             return 0
-        # What it depends on: the queue's expectations, which are seen, which writers completed (their
-        # windows), the restarts (which stretch windows), the copies delivered again.
-        q = self.queue_seen_index.get(queue)
-        key = (
-            len(self.by_queue.get(queue, ())),
-            q.seen if q is not None else 0,
-            len(self.completed),
-            len(self.phantoms),
-            tuple(spans),
-            sum(len(v) for v in self.redelivered_at.values()),
-        )
-        cached = self.room_cache.get(queue)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        since = [self.redelivery_since(spans, i) for i in range(len(spans))]
+        memo = self.room_memo.get(queue)
+        if memo is not None and memo[0] == self.total:  # asked again for the same event
+            return memo[1]
         room: set[tuple[int, int, int]] = set()
-        own: set[tuple[int, int, int]] = set()
-        for x in self.by_queue.get(queue, ()):
-            if x.level is None:
-                continue
-            if x.again is not None:
-                own.add((x.level, x.order, x.again))
-            first = x.earliest
-            last = x.seen_at if x.seen_at is not None else self.latest(x)
-            again = self.redelivered_at.get((x.level, x.order), ())
-            for i, _start, done in spans:
-                if (first <= done and (last is None or last >= since[i])) or any(
-                    since[i] <= t <= done for t in again
+        seen = self.delivered_seen.get(queue, [])
+        lateness = self.delivered_lateness.get(queue, 0)
+        q = self.queue_seen_index.get(queue)
+        # (level, offset, window opening, window closing: None while its writer runs)
+        unseen = [
+            (x.level, x.order, x.earliest, self.latest(x))
+            for x in (q.waiting() if q is not None else ())
+            if x.level is not None
+        ]
+        for i, _start, done in spans:
+            since = self.redelivery_since(spans, i)
+            # seen: delivered at ``seen_at`` >= since, its window opening by the restart's completion
+            k = bisect.bisect_left(seen, (since,))
+            while k < len(seen) and seen[k][0] <= done + lateness:
+                _t, earliest, level, order = seen[k]
+                if earliest <= done:
+                    room.add((level, order, i))
+                k += 1
+            for level, order, earliest, last in unseen:  # not seen yet: delivered some time in its window
+                if earliest <= done and (last is None or last >= since):
+                    room.add((level, order, i))
+            for (level, order), times in self.redelivered_at.items():  # copies delivered again
+                if any(since <= t <= done for t in times) and (level, order) in self.delivered_keys.get(
+                    queue, ()
                 ):
-                    room.add((x.level, x.order, i))
-        self.room_cache[queue] = (key, len(room - own))
-        return len(room - own)
+                    room.add((level, order, i))
+        n = len(room - self.own_redeliveries.get(queue, set()))
+        self.room_memo[queue] = (self.total, n)
+        return n
 
     def held_back(self, queue: tuple[str, int]) -> int:
         """How many messages the model holds in the schedule topic for ``queue`` (not delivered yet)."""
