@@ -26,6 +26,7 @@ import attrs
 from rmqspec.reference.config import BrokerConfig
 
 from ..history import Event
+from .allowances import ALLOWANCES, Allowance, allowance_table
 from .base import DEFAULT_EPSILON_MS
 from .core import Checker
 from .expectation import Expectation
@@ -34,17 +35,20 @@ from .transactions import check_round_spacing, infer_check_phase, infer_check_ro
 from .verdict import ANOMALIES, CHECK_ANOMALIES, CHECK_KINDS, Anomaly, RootCause, Verdict, root_causes
 
 __all__ = [
+    "ALLOWANCES",
     "ANOMALIES",
     "CHECK_ANOMALIES",
     "CHECK_KINDS",
     "DEFAULT_EPSILON_MS",
     "PROP_RULES",
     "UNCOMPARED_PROPS",
+    "Allowance",
     "Anomaly",
     "Checker",
     "Expectation",
     "RootCause",
     "Verdict",
+    "allowance_table",
     "check_history",
     "check_round_spacing",
     "infer_check_phase",

@@ -27,6 +27,7 @@ from rmqspec.reference.state import BrokerState
 
 from ..contract import Response
 from ..history import Event
+from .allowances import ALLOWANCES
 from .expectation import Expectation
 from .index import LevelSeen, QueueSeen
 from .verdict import Anomaly
@@ -142,6 +143,7 @@ class CheckerBase:
         self.hazards: list[str] = []
         self.taints: dict[str, int] = {}  # subject -> the root anomaly it follows from
         self.checked: Counter[str] = Counter()
+        self.allowances_used: Counter[str] = Counter()  # allowances.ALLOWANCES name -> times used
         # Reading the history.
         self.pending: dict[int, Pending] = {}  # process -> its operation in flight
         self.consumed = 0
@@ -176,6 +178,19 @@ class CheckerBase:
         self.delivered_sources: set[int] = set()
         self.restarts: list[tuple[int, int]] = []  # (invoke, completion) of each restart
         self.aliases: dict[int, set[int]] = {}  # model offset -> the target's other records for it (alias)
+        # (level, schedule offset, restart index): the one copy a restart let the target deliver again of
+        # that schedule entry, taken (schedule/restart-redelivery: at most one per entry per restart)
+        self.redelivered: set[tuple[int, int, int]] = set()
+        # For records.redelivery_room, by queue: the delivered copies seen (store time, window opening,
+        # level, schedule offset) in store-time order, the latest any came after its window opened, the
+        # schedule entries delivered there, and the model's own copies delivered again (level, offset,
+        # restart index).
+        self.delivered_seen: dict[Queue, list[tuple[int, int, int, int]]] = {}
+        self.delivered_lateness: dict[Queue, int] = {}
+        self.delivered_keys: dict[Queue, set[tuple[int, int]]] = {}
+        self.own_redeliveries: dict[Queue, set[tuple[int, int, int]]] = {}
+        self.room_memo: dict[Queue, tuple[int, int]] = {}  # queue -> (the event it was asked at, the room)
+        self.redelivered_at: dict[tuple[int, int], list[int]] = {}  # (level, offset) -> store times of those
         self.restarting: int | None = None  # the invoke time of a restart not completed yet
         # Schedule entries that fall due within FIRST_DELAY_TIME of a restart's invoke, and when: the broker
         # that is stopping may still deliver them at that time (the model restarted at the invoke).
@@ -214,6 +229,10 @@ class CheckerBase:
         self.tx_stop: tuple[int, int, int] | None = None
         self.tx_resynced: set[str] = set()
         self.tx_unheard: set[int] = set()  # the model's check copies whose checks a restart took away
+        # Transactions an orderly stop's runs may have raised to transactionCheckMax unheard (so discarded,
+        # never checked again): UNIQ_KEY -> (that stop's invoke, its runs). Only a half message the broker
+        # held when the stop began, near enough the max; a check of it seen after the stop ends it.
+        self.tx_maybe_discarded: dict[str, tuple[int, int]] = {}
         # Following what the target did: records the model holds that the target does not (the target
         # refused the operation that wrote them), and where they sit in the model's queues.
         self.phantoms: set[int] = set()  # model commit-log offsets
@@ -285,6 +304,11 @@ class CheckerBase:
 
     def count(self, kind: str, n: int = 1) -> None:
         self.checked[kind] += n
+
+    def allow(self, name: str) -> None:
+        """The history used allowance ``name`` (a row of allowances.ALLOWANCES) once more."""
+        assert name in ALLOWANCES, name
+        self.allowances_used[name] += 1
 
     # -- commit-log offsets ----------------------------------------------------------------------------
 

@@ -268,8 +268,17 @@ class Checker(OperationsMixin):
                 "(what each wrote may or may not be there)"
             )
         hazards = tuple(self.hazards)
+        used = dict(sorted(self.allowances_used.items()))
         if anomalies:
-            return Verdict("fail", anomalies, self.consumed, self.total, hazards=hazards, checked=checked)
+            return Verdict(
+                "fail",
+                anomalies,
+                self.consumed,
+                self.total,
+                hazards=hazards,
+                checked=checked,
+                allowances=used,
+            )
         if self.consumed != self.total:
             reason = "the checker did not consume the whole history"
         elif self.unknown_outcomes:
@@ -277,5 +286,7 @@ class Checker(OperationsMixin):
         elif not sum(checked.values()):
             reason = "nothing was checked: the history holds no answer the model could be compared with"
         else:
-            return Verdict("pass", (), self.consumed, self.total, hazards=hazards, checked=checked)
-        return Verdict("unknown", (), self.consumed, self.total, reason, hazards, checked)
+            return Verdict(
+                "pass", (), self.consumed, self.total, hazards=hazards, checked=checked, allowances=used
+            )
+        return Verdict("unknown", (), self.consumed, self.total, reason, hazards, checked, used)

@@ -31,6 +31,10 @@ class Expectation:
     writer: int | None = None
     epoch: int = 0  # restarts before the expectation was made
     timer_slot: int | None = None  # a 5.x timer copy: the wheel slot it was read from (timer/order)
+    # The model's own copy delivered again after the restart of this index (schedule/restart-redelivery):
+    # it takes that restart's one copy of its schedule entry (``Checker.redelivered``).
+    again: int | None = None
+    unstretched: int | None = None  # ``closes`` before a restart stretched it (restart-stretched-window)
 
     @property
     def queue(self) -> tuple[str, int]:

@@ -391,8 +391,8 @@ class OperationsMixin(PullsMixin):
         self.state = self.model.restart(self.state, inv.time, orderly=asked is True)
         self.restarting = inv.time
         # The target may deliver again what it delivered before, once it answers again (which may be
-        # before the suite sees the restart complete); the model cannot say how often.
-        self.open_queues.update(self.delivery_queues)
+        # before the suite sees the restart complete): once per schedule entry whose delivery fell in the
+        # restart's window (records.redelivery; a delivery queue's ceiling counts them, redelivery_room).
 
         def complete(resp: Response, e: Event) -> None:
             self.restarting = None
@@ -404,19 +404,24 @@ class OperationsMixin(PullsMixin):
             # a broker started at the completion would (rule: transaction/check-interval). The model's runs
             # while it stopped were the stopping broker's (unheard: transaction/check-restart).
             self.state = attrs.evolve(self.state, tx_run=None, tx_last_run_end=e.time)
-            # The target may deliver again what it delivered before; the model cannot say how often.
-            self.open_queues.update(self.delivery_queues)
             # Due while the broker was down (or released by the restart, which the model does at once):
             # delivered once its schedule service runs again, the first run FIRST_DELAY_TIME (1000 ms)
             # after the start.
             # A timer message whose time passed while the broker was down: delivered once the timer reads
             # its wheel again, a slot (one precision) after the start at the latest (rule: timer/restart).
+            # Only a copy whose window was still open when the stop began (due while the broker was
+            # stopping or down, or released by the restart): one whose window closed while the broker was
+            # up was owed then, and is late whatever restart came after.
             precision = self.model.config.timer_precision_ms
             for xs in self.expectations.values():
                 for x in xs:
-                    if x.level is not None and x.seen_at is None and x.earliest <= e.time + 1000:
-                        x.closes = max(x.closes, e.time + 1000 + self.eps)
-                    elif x.timer_slot is not None and x.seen_at is None and x.earliest <= e.time + precision:
-                        x.closes = max(x.closes, e.time + precision + self.eps)
+                    if x.seen_at is None and (x.level is not None or x.timer_slot is not None):
+                        resume = FIRST_DELAY_TIME_MS if x.level is not None else precision
+                        latest = self.latest(x)
+                        stretched = e.time + resume + self.eps
+                        if x.earliest <= e.time + resume and (latest is None or latest >= inv.time):
+                            if stretched > x.closes and x.unstretched is None:
+                                x.unstretched = x.closes
+                            x.closes = max(x.closes, stretched)
 
         return complete

@@ -84,7 +84,16 @@ class PullsMixin(TransactionsMixin):
         if not self.counted(queue) or queue in self.open_queues or queue[0] in self.open_topics:
             return None
         held = self.state.store.max_offset(*queue) - len(self.phantom_entries.get(queue, ()))
-        return held + self.extra_entries[queue]
+        # a queue the schedule service delivers into may hold copies restarts let it deliver again
+        again = self.redelivery_room(queue) if queue in self.delivery_queues else 0
+        return held + self.extra_entries[queue] + again
+
+    def note_queue_growth(self, queue: Queue, got: int | None, ceiling: int | None) -> None:
+        """A max offset within the ceiling only thanks to the copies restarts may repeat."""
+        if got is None or ceiling is None or queue not in self.delivery_queues or not self.restart_spans():
+            return
+        if ceiling - self.redelivery_room(queue) < got <= ceiling:
+            self.allow("restart-queue-growth")
 
     def topic_certain(self, topic: str, t: int) -> bool:
         """Whether the target certainly has ``topic`` at ``t``: a client operation that made it had
@@ -241,6 +250,7 @@ class PullsMixin(TransactionsMixin):
                 queues=[queue],
             )
         max_offset, min_offset = _int_field(resp, "max_offset"), _int_field(resp, "min_offset")
+        self.note_queue_growth(queue, max_offset, ceiling)
         if max_offset is None or min_offset is None:
             self.report(
                 "wrong-pull-offsets",
@@ -298,6 +308,7 @@ class PullsMixin(TransactionsMixin):
                 return
             got = _int_field(resp, "offset")
             ceiling = self.ceiling(queue)
+            self.note_queue_growth(queue, got, ceiling)
             if got is None or got < floor or (ceiling is not None and got > ceiling):
                 top = "∞" if ceiling is None else str(ceiling)
                 excess = 0  # how many more entries (fewer, when negative) than the model's allow

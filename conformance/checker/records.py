@@ -9,6 +9,7 @@ from its own configuration or a client adds on reading.
 
 from __future__ import annotations
 
+import bisect
 import sys
 from collections.abc import Mapping
 from typing import Final
@@ -25,6 +26,7 @@ from rmqspec.reference.constants import (
     TRANSACTION_COMMIT_TYPE,
     Prop,
 )
+from rmqspec.reference.model import FIRST_DELAY_TIME_MS
 from rmqspec.reference.observations import Discarded
 from rmqspec.reference.records import Props, Record, props
 
@@ -131,6 +133,10 @@ def placement_rule(got: Record, model: Record) -> str | None:
     return None
 
 
+# ScheduleMessageService.start (4.9.x, 5.x): the first offset write comes 10 s after the service starts.
+FIRST_OFFSET_WRITE_MS: Final = 10_000
+
+
 class RecordsMixin(OrderMixin):
     def on_record(self, r: Record, e: Event) -> None:
         uniq = r.uniq_key or ""
@@ -194,6 +200,17 @@ class RecordsMixin(OrderMixin):
             return
         self.count("records")
         x.seen_at = r.store_timestamp
+        if x.again is not None and x.level is not None:
+            # the model's copy delivered again: that restart's once
+            self.redelivered.add((x.level, x.order, x.again))
+            self.allow("restart-redelivery")
+        if x.level is not None:  # a delivered copy, by store time (redelivery_room)
+            bisect.insort(
+                self.delivered_seen.setdefault(x.queue, []), (r.store_timestamp, x.earliest, x.level, x.order)
+            )
+            late = r.store_timestamp - x.earliest
+            if late > self.delivered_lateness.get(x.queue, 0):
+                self.delivered_lateness[x.queue] = late
         self.queue_index(x.queue).seen += 1
         self.bind(r.commit_log_offset, x.model.commit_log_offset)
         seen_at = e.time
@@ -399,11 +416,15 @@ class RecordsMixin(OrderMixin):
         queues = [(topic, r.queue_id)]
         # A copy already seen, delivered again after a restart: whatever the model holds for the message
         # now (a later hop, its dead-letter copy), this record is that copy again.
-        if seen and (first := self.redelivery(seen, r)) is not None:
+        if seen and (first := self.redelivery(seen, r, take=True)) is not None:
             self.alias(r.commit_log_offset, first.model.commit_log_offset)
+            self.count("records")
             self.hazards.append(
                 f"schedule/restart-redelivery: {uniq} delivered again to {topic} after a restart"
             )
+            # The same message again (a new record with the same UNIQ_KEY and body): every field the
+            # broker does not set anew on delivery is the first copy's.
+            self.compare_record(r, attrs.evolve(first, rule="schedule/restart-redelivery"), e)
         elif topic.startswith(DLQ_PREFIX) and any(
             x.topic.startswith(RETRY_PREFIX) for x in waiting + scheduled
         ):
@@ -471,9 +492,13 @@ class RecordsMixin(OrderMixin):
                 queues=queues,
             )
         elif seen:
+            # Beyond what a restart allows (its once used up, or past its window): the restart's rule.
+            restarted = any(x.level is not None for x in seen) and any(
+                start < r.store_timestamp for _i, start, _done in self.restart_spans()
+            )
             self.report(
                 "duplicate-delivery",
-                seen[0].rule,
+                "schedule/restart-redelivery" if restarted else seen[0].rule,
                 e.index,
                 f"{uniq} delivered again to {topic}",
                 uniq=uniq,
@@ -508,30 +533,109 @@ class RecordsMixin(OrderMixin):
         _state, events = self.model.advance(self.state, self.model_time, self.model_time + interval)
         return any(isinstance(ev, Discarded) and ev.copy.uniq_key == uniq for ev in events)
 
-    def redelivery(self, seen: list[Expectation], r: Record) -> Expectation | None:
-        """The first delivery of a scheduled copy delivered again after a restart, at most one offset
-        persist interval before the restart was asked for, or while the broker was stopping (until the
-        restart completed: it persists its offsets in its shutdown, which may come after that delivery or
-        not at all under SIGKILL). rule: schedule/restart-redelivery"""
+    def restart_spans(self) -> list[tuple[int, int, int]]:
+        """(index, invoke, completion) of every restart, one in flight last (completing at ``sys.maxsize``:
+        the broker may answer again before the suite's restart completes)."""
+        spans = [(i, start, done) for i, (start, done) in enumerate(self.restarts)]
+        if self.restarting is not None:
+            spans.append((len(self.restarts), self.restarting, sys.maxsize))
+        return spans
+
+    def redelivery_since(self, spans: list[tuple[int, int, int]], i: int) -> int:
+        """The earliest first delivery restart ``i`` of ``spans`` may repeat: one persist interval (plus
+        epsilon) before it was asked for; when the broker had been up less than its first offset write
+        since the restart before (ScheduleMessageService.start: 10 s after the start), it had written
+        nothing since then, so as far back as that restart may repeat. rule: schedule/restart-redelivery"""
         flush = self.model.flush_delay_offset_interval_ms
-        spans = list(self.restarts)
-        if self.restarting is not None:  # the broker may answer again before the suite's restart completes
-            spans.append((self.restarting, sys.maxsize))
-        return next(
-            (
-                x
-                for x in seen
-                for start, done in spans
-                if x.level is not None
-                and x.topic == r.topic
-                and x.model.reconsume_times == r.reconsume_times  # the same copy, not the next retry
-                and x.seen_at is not None
-                and start - flush - self.eps <= x.seen_at <= done
-                and start < r.store_timestamp
-                and x.seen_at < r.store_timestamp
-            ),
-            None,
-        )
+        while i > 0 and spans[i][1] - spans[i - 1][2] < FIRST_OFFSET_WRITE_MS:
+            i -= 1
+        return spans[i][1] - flush - self.eps
+
+    def redelivery(self, seen: list[Expectation], r: Record, *, take: bool = False) -> Expectation | None:
+        """The first delivery of a scheduled copy that ``r`` may be, delivered again after a restart; None
+        when no restart allows it. rule: schedule/restart-redelivery, bounded three ways:
+
+        * which copies: one delivered (first, or again after an earlier restart) at most one offset
+          persist interval (plus epsilon) before the restart was asked for (further back when the broker
+          had not been up long enough to write: ``redelivery_since``), or while the broker was stopping
+          (until the restart completed: it writes its offsets in its shutdown, which may come after that
+          delivery or not at all under SIGKILL);
+        * when: after the restart was asked for, and by the first run of the schedule service after the
+          broker is back (FIRST_DELAY_TIME after the completion, plus epsilon): the entries it reads again
+          are due, and that run delivers every due entry of its level;
+        * how often: once per schedule entry per restart (the level's offset is read back once); the
+          model's own copy delivered again after that restart (``Expectation.again``) takes that once.
+
+        ``take``: ``r`` is that copy (its restart's once is used up)."""
+        spans = self.restart_spans()
+        for x in seen:
+            if (
+                x.level is None
+                or x.topic != r.topic
+                or x.model.reconsume_times != r.reconsume_times  # the same copy, not the next retry
+                or x.seen_at is None
+                or x.seen_at >= r.store_timestamp
+            ):
+                continue
+            delivered = [x.seen_at, *self.redelivered_at.get((x.level, x.order), ())]
+            for i, start, done in spans:
+                since = self.redelivery_since(spans, i)
+                if (
+                    any(since <= t <= done for t in delivered)
+                    and start < r.store_timestamp <= done + FIRST_DELAY_TIME_MS + self.eps
+                    and (x.level, x.order, i) not in self.redelivered
+                ):
+                    if take:
+                        self.allow("restart-redelivery")
+                        self.redelivered.add((x.level, x.order, i))
+                        self.redelivered_at.setdefault((x.level, x.order), []).append(r.store_timestamp)
+                    return x
+        return None
+
+    def redelivery_room(self, queue: tuple[str, int]) -> int:
+        """How many more entries than the model's ``queue`` may hold because restarts let the target deliver
+        copies again: one per schedule entry whose delivery may have fallen in a restart's window
+        (``redelivery``), per restart, less the ones the model delivered again itself (in its count).
+        rule: schedule/restart-redelivery
+
+        Asked at every pull of a delivery queue, so it reads the copies seen through ``delivered_seen``
+        (by store time: only those from the window's start on) and walks only the copies not seen yet."""
+        spans = self.restart_spans()
+        if not spans or queue not in self.delivery_queues:
+            return 0
+        memo = self.room_memo.get(queue)
+        if memo is not None and memo[0] == self.total:  # asked again for the same event
+            return memo[1]
+        room: set[tuple[int, int, int]] = set()
+        seen = self.delivered_seen.get(queue, [])
+        lateness = self.delivered_lateness.get(queue, 0)
+        q = self.queue_seen_index.get(queue)
+        # (level, offset, window opening, window closing: None while its writer runs)
+        unseen = [
+            (x.level, x.order, x.earliest, self.latest(x))
+            for x in (q.waiting() if q is not None else ())
+            if x.level is not None
+        ]
+        for i, _start, done in spans:
+            since = self.redelivery_since(spans, i)
+            # seen: delivered at ``seen_at`` >= since, its window opening by the restart's completion
+            k = bisect.bisect_left(seen, (since,))
+            while k < len(seen) and seen[k][0] <= done + lateness:
+                _t, earliest, level, order = seen[k]
+                if earliest <= done:
+                    room.add((level, order, i))
+                k += 1
+            for level, order, earliest, last in unseen:  # not seen yet: delivered some time in its window
+                if earliest <= done and (last is None or last >= since):
+                    room.add((level, order, i))
+            for (level, order), times in self.redelivered_at.items():  # copies delivered again
+                if any(since <= t <= done for t in times) and (level, order) in self.delivered_keys.get(
+                    queue, ()
+                ):
+                    room.add((level, order, i))
+        n = len(room - self.own_redeliveries.get(queue, set()))
+        self.room_memo[queue] = (self.total, n)
+        return n
 
     def held_back(self, queue: tuple[str, int]) -> int:
         """How many messages the model holds in the schedule topic for ``queue`` (not delivered yet)."""

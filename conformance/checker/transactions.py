@@ -40,6 +40,7 @@ class TransactionsMixin(RecordsMixin):
         times = msg.properties.get(Prop.TRANSACTION_CHECK_TIMES)
         # The broker holds the half message, unresolved: its next checks are owed again.
         self.unsure_halves.discard(uniq)
+        self.tx_maybe_discarded.pop(uniq, None)  # not discarded by a stop's runs either
         for n, (t, req) in enumerate(self.expected_checks):
             if (
                 req.transaction_id == uniq
@@ -136,6 +137,8 @@ class TransactionsMixin(RecordsMixin):
             interval = self.model.config.transaction_check_interval_ms
             runs = (done - invoked) // interval + 1 + (1 if self.model.semantics.check_run_at_stop() else 0)
         self.tx_stop = (invoked, done, runs)
+        if runs:
+            self.note_maybe_discarded(invoked, done, runs)
         self.tx_resynced = set()
         self.tx_up_since = done
         if not orderly and self.model.semantics.batched_ops():
@@ -149,6 +152,24 @@ class TransactionsMixin(RecordsMixin):
                 latest = self.latest_half(u)
                 if latest is not None:
                     self.tx_optional.add((u, _count(latest) + 1))
+
+    def note_maybe_discarded(self, invoked: int, done: int, runs: int) -> None:
+        """The transactions the ``runs`` of an orderly stop from ``invoked`` may have raised to
+        transactionCheckMax unheard, so that the broker discarded them (transaction/check-discard): only a
+        half message the broker held when the stop began (stored before ``invoked``), unresolved, whose
+        count then was at most ``runs`` below the max. rule: transaction/check-restart"""
+        most = self.model.config.transaction_check_max
+        store = self.state.store
+        for uniq in self.half_uniqs:
+            if uniq in self.resolved and uniq not in self.unsure_ends:
+                continue
+            at_stop = [
+                r
+                for r in (store.lookup(clo) for clo in store.uniq.get(uniq, ()))
+                if r is not None and r.topic == HALF_TOPIC and r.store_timestamp < invoked
+            ]
+            if at_stop and _count(at_stop[-1]) + runs >= most:
+                self.tx_maybe_discarded[uniq] = (invoked, runs)
 
     def half_offset_at(self, t: int, since: int | None) -> int:
         """The model's committed half offset at ``t``; with ``since``, from a run that ended after it
@@ -351,21 +372,25 @@ class TransactionsMixin(RecordsMixin):
         self.half_table_target_to_model[c.tran_state_table_offset] = req.tran_state_table_offset
         self.compare_check_message(c.message, req.message, e)
 
-    def unheard_or_discarded(self, when: int, req: CheckRequest) -> bool:
+    def unheard_or_discarded(self, when: int, req: CheckRequest) -> str | None:
         """A check the model expects that a restart may have taken away: due while the broker stopped or
         was down (its remoting server closes first), or one of a message whose count the stop's runs may
-        have raised to the discard. rule: transaction/check-restart"""
+        have raised to the discard: the allowance that excuses it, None if none does.
+        rule: transaction/check-restart"""
         slack = self.eps + self.run_slack_ms
         spans = list(self.restarts)
         if self.restarting is not None:  # one in flight: down from its invoke on
             spans.append((self.restarting, sys.maxsize))
         if any(start - slack <= when <= end for start, end in spans):
-            return True
-        if self.tx_stop is None:
-            return False
-        invoked, _done, runs = self.tx_stop
+            return "restart-unheard-check"
+        stop = self.tx_maybe_discarded.get(req.transaction_id or "")
+        if stop is None:
+            return None
+        invoked, runs = stop
         k = parse_int(req.message.properties.get(Prop.TRANSACTION_CHECK_TIMES, "0")) or 0
-        return runs > 0 and when >= invoked and k - 1 + runs >= self.model.config.transaction_check_max
+        if when >= invoked and k - 1 + runs >= self.model.config.transaction_check_max:
+            return "restart-stop-discard"
+        return None
 
     def checked_before_its_op(self, c: CheckEvent, e: Event, uniq: str, times: str | None) -> bool:
         """On a shared 5.x broker a run may check a message already ended: it spins on other clients' op
@@ -474,7 +499,10 @@ class TransactionsMixin(RecordsMixin):
                     if copy is not None:
                         self.drop_chain(uniq, copy)
                     continue
-                if (self.restarts or self.restarting is not None) and self.unheard_or_discarded(when, req):
+                if (self.restarts or self.restarting is not None) and (
+                    allowance := self.unheard_or_discarded(when, req)
+                ):
+                    self.allow(allowance)
                     self.tx_unheard.add(req.commit_log_offset)  # the model's copy the broker may not have
                     continue
                 self.report(

@@ -188,6 +188,9 @@ class Verdict:
     # How many comparisons with the model were made, per kind (CHECK_KINDS): a pass with nothing
     # checked is "unknown", never "pass".
     checked: Mapping[str, int] = attrs.field(factory=dict)
+    # How often each allowance (allowances.ALLOWANCES) was used: what the target did beyond the model's
+    # one exact answer that the spec allows.
+    allowances: Mapping[str, int] = attrs.field(factory=dict)
 
     @property
     def root_causes(self) -> tuple[RootCause, ...]:
@@ -209,6 +212,7 @@ class Verdict:
             "reason": self.reason,
             "hazards": list(self.hazards),
             "checked": dict(self.checked),
+            "allowances": dict(self.allowances),
         }
 
     def summary(self) -> str:
@@ -219,6 +223,9 @@ class Verdict:
             text = f"The target behaved as the model allows. {seen}"
             if self.hazards:
                 text += f" Allowed but risky behaviour seen: {'; '.join(self.hazards[:3])}."
+            if self.allowances:
+                used = ", ".join(f"{name} {n}×" for name, n in sorted(self.allowances.items()))
+                text += f" Allowances used: {used}."
             return text
         if self.valid == "unknown":
             return f"No verdict: {self.reason}. {seen} Nothing wrong was seen, but this is not a pass."

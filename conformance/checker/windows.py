@@ -119,6 +119,10 @@ class WindowsMixin(CheckerBase):
         # A copy delivered again after a restart may or may not come (rule: schedule/restart-redelivery):
         # the broker may have persisted its offset at shutdown.
         x.optional = source in self.delivered_sources
+        if x.optional and (self.restarts or self.restarting is not None):
+            x.again = len(self.restarts) - (self.restarting is None)  # the restart that made it
+            self.own_redeliveries.setdefault(queue, set()).add((ev.level, ev.source.queue_offset, x.again))
+        self.delivered_keys.setdefault(queue, set()).add((ev.level, ev.source.queue_offset))
         self.delivered_sources.add(source)
 
     def on_timer_delivered(self, ev: TimerDelivered) -> None:
@@ -226,6 +230,11 @@ class WindowsMixin(CheckerBase):
             q.drop(x)
             return
         q.seen -= 1
+        if x.level is not None and x.seen_at is not None:
+            seen = self.delivered_seen.get(x.queue, [])
+            entry = (x.seen_at, x.earliest, x.level, x.order)
+            if entry in seen:
+                seen.remove(entry)
         if x.level is not None:
             level = self.seen_by_level.get((x.level, x.epoch))
             if level is not None and any(o is x for o in level.items):
@@ -275,6 +284,8 @@ class WindowsMixin(CheckerBase):
                 uniq=x.uniq,
                 queues=[x.queue],
             )
+        elif x.unstretched is not None and store_ts > latest - (x.closes - x.unstretched):
+            self.allow("restart-stretched-window")  # on time only because a restart stretched it
 
     # -- phantoms: what the model holds and the target does not -------------------------------------------
 
