@@ -35,6 +35,7 @@ from xml.etree import ElementTree as ET
 import attrs
 
 from rmqspec.reference.config import BrokerConfig, conf_keys
+from rmqspec.reference.constants import Code
 
 from .checker import CHECK_ANOMALIES
 from .contract import Feature, Target, TargetError
@@ -185,6 +186,7 @@ class Showing:
     blocked: int = 0  # the source's steps that never ran because it stopped at this failure
     order: int = 0  # the source's place in the run (the catalogue's order): first occurrence on a tie
     named: bool = True  # the failure names its rule itself (the checker's, the wire's, a shared symptom)
+    event: int | None = None  # the index of the source's history event where it showed (None: unknown)
 
     @property
     def signature(self) -> str:
@@ -296,6 +298,7 @@ def scenario_showing(r: ScenarioResult, order: int = 0) -> Showing | None:
         len(r.scenario.steps) - r.stopped_at if r.stopped_at is not None else 0,
         order,
         root.rule is not None,
+        root.event,
     )
 
 
@@ -353,6 +356,76 @@ def group_causes(showings: Sequence[Showing], failing: Mapping[str, float]) -> l
         )
         out.append(RunRootCause(rule, attrs.evolve(xs[0], rule=rule), tuple(xs)))
     return out
+
+
+# Requests whose refusal (any answer but a stored one) leaves nothing for the scenario's later steps, and
+# the codes that say "stored" (facts §8).
+_WRITES = frozenset({"send", "send_half", "send_batch", "send_back", "end_tx"})
+_STORED = frozenset({0, 10, 11, 12})
+_CODE_SYMPTOM = re.compile(r"code: expected \w+, got (\w+)")
+
+
+def refusal(c: RunRootCause) -> tuple[str, int] | None:
+    """The wrong answer a cause is, when it is a write refused (``send_half`` answered NO_PERMISSION):
+    its operation and code; None for any other cause."""
+    m = _CODE_SYMPTOM.match(c.first.message)
+    if c.protocol or m is None or c.first.operation not in _WRITES:
+        return None
+    try:
+        code = int(Code[m.group(1)])
+    except KeyError:
+        return None
+    return None if code in _STORED else (c.first.operation, code)
+
+
+def fold_upstream(
+    causes: Sequence[RunRootCause], results: Mapping[str, ScenarioResult]
+) -> list[RunRootCause]:
+    """A write refused is upstream of what a scenario that did not expect its refusal shows later: a half
+    message answered NO_PERMISSION by a step that expects nothing shows only as the check that never came.
+    A showing whose source had the same kind of write refused the same way, before the failure, follows
+    from the cause that names that refusal (where some scenario expected the write to succeed), and is
+    counted as its follower, not as a cause of its own."""
+    upstream = [(n, wrong) for n, c in enumerate(causes) if (wrong := refusal(c)) is not None]
+    if not upstream:
+        return list(causes)
+    gained: dict[int, list[str]] = defaultdict(list)
+    kept: dict[int, list[Showing]] = {}
+    refusals = {u for u, _ in upstream}
+    for n, c in enumerate(causes):
+        kept[n] = []
+        for x in c.showings if n not in refusals else ():
+            res = results.get(x.source)
+            history = res.history if res is not None else ()
+            until = x.event if x.event is not None else len(history) - 1
+            owner = next(
+                (
+                    u
+                    for u, (op, code) in upstream
+                    if u != n
+                    and any(
+                        e.f == op and e.type == "fail" and e.value.get("code") == code
+                        for e in history[: until + 1]
+                    )
+                ),
+                None,
+            )
+            if owner is None:
+                kept[n].append(x)
+            else:
+                gained[owner].append(x.source)
+        if n in refusals:  # a refusal is a cause of its own, never folded into another
+            kept[n] = list(c.showings)
+    return [
+        attrs.evolve(
+            c,
+            first=attrs.evolve(kept[n][0], rule=c.rule),
+            showings=tuple(kept[n]),
+            followers=tuple(dict.fromkeys((*c.followers, *gained[n]))),
+        )
+        for n, c in enumerate(causes)
+        if kept[n]
+    ]
 
 
 def by_reach(causes: Sequence[RunRootCause]) -> list[RunRootCause]:
@@ -461,7 +534,8 @@ class Report:
             )
             for i, d in enumerate(protocol)
         ]
-        out += group_causes(showings, self.failing_share())
+        causes = group_causes(showings, self.failing_share())
+        out += fold_upstream(causes, {r.scenario.id: r for r in self.scenarios})
         return tuple(by_reach(out))
 
     def failing_share(self) -> dict[str, float]:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.conform import target_factory
+from rmqspec.conformance.history import Event
 from rmqspec.conformance.scenario_expr import Env, ExprError, resolve
 from rmqspec.conformance.scenario_run import ScenarioResult, StepFailure, run_scenario
 from rmqspec.conformance.scenarios import Scenario, catalogue, make_scenario, portability_problems
@@ -108,6 +110,48 @@ def test_a_cause_is_named_by_the_rule_whose_scenarios_fail_most_consistently() -
     roots = _report(results).root_causes
     assert [r.rule for r in roots] == [clamp, clamp]
     assert set(roots[0].rules) == {clamp, table}  # the rules its sources first failed by, kept in the JSON
+
+
+def test_what_follows_from_a_refused_write_is_counted_under_the_refusal() -> None:
+    """Every half message answered NO_PERMISSION: the scenarios that expect the send to succeed say so;
+    those whose send_half expects nothing show only the check that never came, and follow from it."""
+    refused = [
+        Event(0, 0, "invoke", "send_half", {}, 0),
+        Event(1, 0, "fail", "send_half", {"code": 16, "remark": "forbidden"}, 1),
+    ]
+    first = _failed(
+        _scenario("a", ("config/defaults",)), "code: expected SUCCESS, got NO_PERMISSION (x)", op="send_half"
+    )
+    first = attrs.evolve(first, failures=(attrs.evolve(first.failures[0], event=1),), history=tuple(refused))
+    later = [
+        ScenarioResult(
+            _scenario(str(n), (f"transaction/check-{n}",)),
+            "fail",
+            "",
+            (
+                StepFailure(
+                    3,
+                    "checks",
+                    "expected 1 check request(s), got 0 []",
+                    None,
+                    None,
+                    1,
+                    "transaction/check-timeout",
+                ),
+            ),
+            tuple(refused),
+            1,
+        )
+        for n in range(3)
+    ]
+    elsewhere = _failed(_scenario("b", ("put/other",)), "remark: expected 'x', got 'y'", op="pull")
+    roots = _report([first, *later, elsewhere]).root_causes
+    assert [r.rule for r in roots] == ["config/defaults", "put/other"]
+    assert roots[0].followers == ("transaction/check-0#0", "transaction/check-1#1", "transaction/check-2#2")
+    assert roots[0].reach == (4, 0)
+    # Without a scenario that expected the write to succeed, nothing names the refusal: no folding.
+    alone = _report(later).root_causes
+    assert [r.rule for r in alone] == ["transaction/check-timeout"] and alone[0].reach == (3, 0)
 
 
 def test_a_failure_that_names_its_rule_keeps_it() -> None:
