@@ -192,8 +192,26 @@ class Showing:
     def signature(self) -> str:
         """What went wrong, without what differs from one scenario to the next (values, numbers, names
         of messages, remarks): the same wrong answer to the same kind of step has the same signature,
-        whatever the scenario is about. A failure that names its rule keeps it (the checker's, the wire's)."""
+        whatever the scenario is about. A failure that names its rule keeps it: the history checker's
+        anomalies are their rule (the checker already names the rule an answer breaks and counts what
+        follows under it; the kinds it showed as are listed with the cause, ``kinds``), a symptom shared
+        by several rules' scenarios is that symptom's rule on that kind of step, a wire rule's failure
+        keeps its message."""
+        if self.checker:
+            return f"{self.rule}|checker"
+        if self.named and self.symptom is not None and self.rule == self.symptom:
+            return f"{self.rule}|{self.operation}"
         return f"{self.rule if self.named else ''}|{self.operation}|{symptom_text(self.message)}"
+
+    @property
+    def checker(self) -> bool:
+        """An anomaly of the history checker (a scenario's history, or the workload's)."""
+        return self.named and (self.where.startswith("history event") or self.source == "workload")
+
+    @property
+    def kind(self) -> str:
+        """How it showed: the checker's anomaly name, else the symptom without particulars."""
+        return self.message.split(":", 1)[0] if self.checker else symptom_text(self.message)
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self) | {"signature": self.signature}
@@ -205,6 +223,7 @@ def symptom_text(message: str) -> str:
     text = re.sub(r"\([^()]*\)", "", message)
     text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
     text = re.sub(r"\[[^\]]*\]", "[…]", text)
+    text = re.sub(r"\b[0-9A-Fa-f]{16,}\b", "ID", text)  # message ids, unique keys
     text = re.sub(r"[+-]?\b\d+\b", "N", text)
     return re.sub(r"\s+", " ", text).strip()
 
@@ -233,6 +252,11 @@ class RunRootCause:
         return len(sources), sum(x.blocked + x.consequences for x in self.showings)
 
     @property
+    def kinds(self) -> tuple[str, ...]:
+        """The distinct ways it showed (the history checker's anomaly kinds of one rule), first first."""
+        return tuple(dict.fromkeys(x.kind for x in self.showings))
+
+    @property
     def rules(self) -> tuple[str, ...]:
         """The rules its sources' first failures were named by before grouping (the cause's first)."""
         return tuple(dict.fromkeys((self.rule, *(x.rule for x in self.showings))))
@@ -244,7 +268,8 @@ class RunRootCause:
         follow = f"; {self.consequences} consequences" if self.consequences else ""
         where = "wire probe" if self.protocol else f"{f.source}, {f.where}"
         blocks = f"; blocks {scenarios} scenario{'s' if scenarios != 1 else ''}" if self.protocol else ""
-        return f"{self.rule}: {f.message} [{where}]{many}{follow}{blocks}"
+        also = f"; also shows as {', '.join(self.kinds[1:4])}" if len(self.kinds) > 1 else ""
+        return f"{self.rule}: {f.message} [{where}]{many}{follow}{blocks}{also}"
 
     def to_json(self) -> dict[str, Any]:
         scenarios, operations = self.reach
@@ -256,6 +281,7 @@ class RunRootCause:
             "consequence_count": self.consequences,
             "blocks": {"scenarios": scenarios, "operations": operations},
             "rules_shown": list(self.rules),
+            "kinds": list(self.kinds),
             "sources": [x.source for x in self.showings],
             "followers": list(self.followers),
         }

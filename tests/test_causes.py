@@ -154,6 +154,31 @@ def test_what_follows_from_a_refused_write_is_counted_under_the_refusal() -> Non
     assert [r.rule for r in alone] == ["transaction/check-timeout"] and alone[0].reach == (3, 0)
 
 
+def test_the_history_checker_s_anomalies_of_one_rule_are_one_cause_listing_each_kind() -> None:
+    """DELAY ignored: the checker names put/delay-eligibility as early deliveries in some scenarios and as
+    lookups of another topic in others; its rule is its diagnosis, the kinds are listed, none concealed."""
+    rule = "put/delay-eligibility"
+    results = [
+        ScenarioResult(
+            _scenario(str(n), ("x/y",)),
+            "fail",
+            "",
+            (
+                StepFailure(
+                    0, "history", f"{kind} at event 3 (pull ok at +9 ms): ID{n} visible early", rule, None, 3
+                ),
+            ),
+            (),
+            1,
+        )
+        for n, kind in enumerate(["early-delivery", "wrong-lookup-result", "early-delivery"])
+    ]
+    (cause,) = _report(results).root_causes
+    assert cause.rule == rule and cause.reach == (3, 0)
+    assert cause.kinds == ("early-delivery", "wrong-lookup-result")
+    assert cause.line().endswith("also shows as wrong-lookup-result")
+
+
 def test_a_failure_that_names_its_rule_keeps_it() -> None:
     results = [
         _failed(_scenario("a", ("x/a",)), "broke it", rule="wire/send-headers"),
