@@ -35,6 +35,15 @@ The language is integer arithmetic (``+ - * // %``, parentheses, ``min``/``max``
 | ``epoch(x)`` | the target's clock at ``x`` ms since start (epoch ms: a ``TIMER_DELIVER_MS`` value) |
 | ``timer_due(x)`` | when a timer message asked for at ``x`` (ms since start) is due: ``epoch(x)`` rounded up to ``precision``, as ms since start |
 
+Settings whose values are text, each a whole expression (``CLUSTER: "=cluster"``) or a template
+(``"{=cluster}"``), never in arithmetic: a scenario reads them from the target's profile instead of
+asserting one broker's value (``portability_problems`` in :mod:`.scenarios` finds literals):
+
+| name | value |
+|---|---|
+| ``cluster`` | ``brokerClusterName`` (``DefaultCluster`` unless the profile says otherwise) |
+| ``region`` | ``regionId`` (``DefaultRegion`` unless the profile says otherwise) |
+
 A literal string that starts with ``=`` is written ``==...``. Inside a longer string, ``{=EXPR}`` is
 replaced by the value: ``DELAY: "0{=levels}"`` is ``"018"`` on a table of 18 levels.
 
@@ -101,6 +110,10 @@ class Env:
             "roll": c.timer_roll_slots * c.timer_precision_ms,
             "timer_flush": c.timer_flush_interval_ms,
         }
+
+    def texts(self) -> dict[str, str]:
+        """The settings whose values are text (a whole ``=NAME``, never arithmetic)."""
+        return {"cluster": self.config.cluster_name, "region": self.config.region_id}
 
     def functions(self) -> dict[str, Callable[..., int]]:
         return {
@@ -178,6 +191,8 @@ def evaluate(text: str, env: Env) -> int:
                 return v
             case ast.Name(id=name) if name in names:
                 return names[name]
+            case ast.Name(id=name) if name in env.texts():
+                raise ExprError(f"{text!r}: {name!r} is text (a setting's name): write it alone, '={name}'")
             case ast.Name(id=name):
                 raise ExprError(f"{text!r}: unknown name {name!r} (known: {', '.join(sorted(names))})")
             case ast.UnaryOp(op=ast.USub(), operand=x):
@@ -210,14 +225,20 @@ def evaluate(text: str, env: Env) -> int:
     return ev(tree)
 
 
+def _text_or_number(text: str, env: Env) -> int | str:
+    """A text setting named alone (``=cluster``), else the number ``text`` evaluates to."""
+    named = env.texts().get(text.removeprefix("=").strip())
+    return named if named is not None else evaluate(text, env)
+
+
 def resolve(value: Any, env: Env) -> Any:
     """``value`` with every ``=EXPR`` string in it (at any depth) replaced by its value."""
     if is_expr(value):
-        return evaluate(str(value), env)
+        return _text_or_number(str(value), env)
     if isinstance(value, str) and value.startswith("=="):
         return value[1:]  # "==x" is the literal string "=x"
     if isinstance(value, str) and "{=" in value:  # a template: "0{=levels}" is "018" on 18 levels
-        return _TEMPLATE.sub(lambda m: str(evaluate(m.group(1), env)), value)
+        return _TEMPLATE.sub(lambda m: str(_text_or_number(m.group(1), env)), value)
     if isinstance(value, Mapping):
         return {k: resolve(v, env) for k, v in value.items()}
     if isinstance(value, list | tuple):

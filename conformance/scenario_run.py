@@ -115,10 +115,26 @@ class ScenarioResult:
     history: tuple[Event, ...] = ()
     checked: int = 0  # expectations compared (a pass that compared nothing is not a pass)
     seconds: float = 0.0  # how long it ran
+    # The step (1-based) the scenario stopped at before its end (an answer it could not go on from, a
+    # step that needed what the target did not produce, no answer): the steps after it never ran, so the
+    # scenario's rules that no failure names were not reached, not passed. None: it ran to its end.
+    stopped_at: int | None = None
 
     @property
     def rules(self) -> tuple[str, ...]:
         return self.scenario.rules
+
+    @property
+    def rule_outcomes(self) -> dict[str, str]:
+        """Each rule of the scenario (and each rule a failure names) judged: "fail" where a failure names
+        it; for the others, "pass" only where the steps that check them ran and held (the scenario ran to
+        its end), "not reached" where it stopped earlier; a skipped or unknown scenario's rules keep its
+        outcome."""
+        if self.outcome in ("skip", "unknown") and not self.failures:
+            return {rule: self.outcome for rule in self.rules}
+        failed = self.failed_rules
+        rest = "not reached" if self.stopped_at is not None or self.outcome == "unknown" else "pass"
+        return {rule: "fail" if rule in failed else rest for rule in dict.fromkeys((*self.rules, *failed))}
 
     @property
     def failed_rules(self) -> tuple[str, ...]:
@@ -458,18 +474,23 @@ class _Runner:
         except (_WireFault, ProtocolFailure) as e:
             # An answer a client cannot use: a failure of the wire rule it breaks, with the frame.
             self.fail(i, next(k for k in raw if k in OPS), str(e), e.rule, e.frame)
-            return self.judge_history(self.result("fail", str(e)))
+            return self.judge_history(self.stopped(i, self.result("fail", str(e))))
         except Needs as e:
             return self.result("skip", f"{e.what}: {e.fix}")
         except (ScenarioError, ExprError) as e:
             # The step needs something the target did not produce (a check, a pulled copy): the
             # scenario fails here. On the reference this surfaces authoring mistakes too.
             self.fail(i, next((k for k in raw if k in OPS), "?"), str(e))
-            return self.judge_history(self.result("fail", str(e)))
+            return self.judge_history(self.stopped(i, self.result("fail", str(e))))
         except TargetError as e:
             # No answer (a timeout, a lost connection): unknown, unless what came before already fails.
-            return self.judge_history(self.result("unknown", f"step {i + 1}: {e}"))
+            return self.judge_history(self.stopped(i, self.result("unknown", f"step {i + 1}: {e}")))
         return self.judge_history(self.result("fail" if self.failures else "pass"))
+
+    def stopped(self, i: int, result: ScenarioResult) -> ScenarioResult:
+        """``result`` of a scenario that stopped at step ``i + 1`` (0-based ``i``): that step did not finish
+        either, so even a stop at the last step leaves what it checks not reached."""
+        return attrs.evolve(result, stopped_at=i + 1)
 
     def result(self, outcome: str, reason: str = "") -> ScenarioResult:
         return ScenarioResult(

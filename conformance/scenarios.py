@@ -390,6 +390,53 @@ def catalogue(spec: Spec | None = None) -> list[Scenario]:
     return scenarios
 
 
+# Values that are one broker's own, not the spec's: its identity and names (facts §6). A scenario that
+# expects one of them as a literal holds only on a broker named so; it reads the target's value instead
+# (``=cluster``, scenario_expr.py), or pins the setting in its ``config`` (a broker with another value
+# then skips it, saying so). By the property the broker always writes from a setting (CLUSTER replaces
+# what the client sent, put/stored-properties; a 4.9 broker keeps a client's MSG_REGION, so that one is
+# found by its value), and by the value itself: setting, and how a scenario reads it ("" where it cannot).
+BROKER_VALUE_PROPS: dict[str, tuple[str, str]] = {
+    "CLUSTER": ("brokerClusterName", "=cluster"),
+}
+BROKER_VALUES: dict[str, tuple[str, str]] = {
+    "DefaultCluster": ("brokerClusterName", "=cluster"),
+    "DefaultRegion": ("regionId", "=region"),
+    "TBW102": ("the auto-create template topic (defaultTopic)", ""),
+    "broker-a": ("brokerName", ""),
+}
+
+
+def portability_problems(scenario: Scenario) -> list[str]:
+    """Where ``scenario`` expects a value its profile does not state (a broker's cluster, region, name
+    or template topic as a literal), one line each: ``id step N: ...``."""
+    out: list[str] = []
+
+    def found(step: int, what: str, setting: str, expr: str) -> None:
+        if setting not in scenario.config:
+            fix = f"write {expr!r} (the target's own value)" if expr else "read it from the target's settings"
+            out.append(f"{scenario.id} step {step}: expects {what}, one broker's {setting}: {fix}")
+
+    def walk(value: Any, path: str, step: int) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                key = str(k)
+                if key in BROKER_VALUE_PROPS and isinstance(v, str) and not v.startswith("="):
+                    found(step, f"{key} {v!r}", *BROKER_VALUE_PROPS[key])
+                else:
+                    walk(v, f"{path}.{key}", step)
+        elif isinstance(value, list | tuple):
+            for n, v in enumerate(value):
+                walk(v, f"{path}[{n}]", step)
+        elif isinstance(value, str) and value in BROKER_VALUES:
+            found(step, f"{value!r} at {path}", *BROKER_VALUES[value])
+
+    for n, step in enumerate(scenario.steps, start=1):
+        if "expect" in step:
+            walk(step["expect"], "expect", n)
+    return out
+
+
 def dump(scenarios: Iterable[Scenario], path: Path | None = None) -> str:
     """The catalogue as language-neutral JSON (``rmqspec scenarios dump``)."""
     doc = {

@@ -21,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import threading
 import time
 import traceback
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +35,7 @@ from xml.etree import ElementTree as ET
 import attrs
 
 from rmqspec.reference.config import BrokerConfig, conf_keys
+from rmqspec.reference.constants import Code
 
 from .checker import CHECK_ANOMALIES
 from .contract import Feature, Target, TargetError
@@ -143,6 +145,19 @@ REQUEST_OPERATIONS: dict[int, frozenset[str]] = {
 }
 
 
+# The capability each request code serves: a protocol failure of a request the target declares it lacks is
+# no cause (its scenarios are skipped, not failed).
+REQUEST_FEATURES: dict[int, Feature] = {
+    320: Feature.BATCH,
+    12: Feature.QUERY,
+    33: Feature.VIEW,
+    34: Feature.HEARTBEAT,
+    36: Feature.SENDBACK,
+    37: Feature.TRANSACTION,
+    39: Feature.TRANSACTION_CHECK,
+}
+
+
 def diagnosis_covers(d: Diagnosis, operation: str, rule: str) -> bool:
     """Whether a failure of ``operation`` (naming ``rule``) follows from the protocol failure ``d``: it
     concerns every request, or the request that operation makes, or it names the same rule."""
@@ -165,20 +180,63 @@ class Showing:
     time: int | None = None  # epoch ms (None: unknown, ordered last)
     consequences: int = 0  # the later failures of the same source
     symptom: str | None = None  # the general rule the failure is an instance of (StepFailure.symptom)
+    # The rules the failure may be a failure of: the one it names, else the source's rules (a scenario
+    # about several rules does not say which of its steps checks which), the most likely first.
+    candidates: tuple[str, ...] = ()
+    blocked: int = 0  # the source's steps that never ran because it stopped at this failure
+    order: int = 0  # the source's place in the run (the catalogue's order): first occurrence on a tie
+    named: bool = True  # the failure names its rule itself (the checker's, the wire's, a shared symptom)
+    event: int | None = None  # the index of the source's history event where it showed (None: unknown)
+
+    @property
+    def signature(self) -> str:
+        """What went wrong, without what differs from one scenario to the next (values, numbers, names
+        of messages, remarks): the same wrong answer to the same kind of step has the same signature,
+        whatever the scenario is about. A failure that names its rule keeps it: the history checker's
+        anomalies are their rule (the checker already names the rule an answer breaks and counts what
+        follows under it; the kinds it showed as are listed with the cause, ``kinds``), a symptom shared
+        by several rules' scenarios is that symptom's rule on that kind of step, a wire rule's failure
+        keeps its message."""
+        if self.checker:
+            return f"{self.rule}|checker"
+        if self.named and self.symptom is not None and self.rule == self.symptom:
+            return f"{self.rule}|{self.operation}"
+        return f"{self.rule if self.named else ''}|{self.operation}|{symptom_text(self.message)}"
+
+    @property
+    def checker(self) -> bool:
+        """An anomaly of the history checker (a scenario's history, or the workload's)."""
+        return self.named and (self.where.startswith("history event") or self.source == "workload")
+
+    @property
+    def kind(self) -> str:
+        """How it showed: the checker's anomaly name, else the symptom without particulars."""
+        return self.message.split(":", 1)[0] if self.checker else symptom_text(self.message)
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return attrs.asdict(self) | {"signature": self.signature}
+
+
+def symptom_text(message: str) -> str:
+    """A failure's message with what is particular to one scenario taken out: remarks in parentheses,
+    quoted values, lists of message names and numbers (``None`` stays: missing is not wrong)."""
+    text = re.sub(r"\([^()]*\)", "", message)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
+    text = re.sub(r"\[[^\]]*\]", "[…]", text)
+    text = re.sub(r"\b[0-9A-Fa-f]{16,}\b", "ID", text)  # message ids, unique keys
+    text = re.sub(r"[+-]?\b\d+\b", "N", text)
+    return re.sub(r"\s+", " ", text).strip()
 
 
 @attrs.frozen
 class RunRootCause:
-    """One root cause of a run: a rule, where it showed first, every source whose first failure it is,
-    and how much follows from it (the later failures of those sources, and sources whose first failure
-    follows from a protocol failure the wire probe named)."""
+    """One root cause of a run: one wrong answer (a symptom) and the rule it breaks, where it showed
+    first, every source whose first failure it is, and what it blocks: the sources whose failure (or
+    unknown outcome) follows from it, and their steps and failures after it."""
 
     rule: str
     first: Showing
-    showings: tuple[Showing, ...]  # the sources whose first failure is this rule, in order
+    showings: tuple[Showing, ...]  # the sources whose first failure is this cause, in order
     followers: tuple[str, ...] = ()  # sources whose failure (or unknown outcome) follows from it
     protocol: bool = False  # named by the wire probe: a failure of the protocol itself
 
@@ -186,20 +244,44 @@ class RunRootCause:
     def consequences(self) -> int:
         return sum(x.consequences for x in self.showings) + len(self.followers)
 
+    @property
+    def reach(self) -> tuple[int, int]:
+        """What it blocks: the scenarios (or workload) that could not be judged past it, and their
+        operations (steps never run, failures after it)."""
+        sources = {x.source for x in self.showings if x.source != "wire probe"} | set(self.followers)
+        return len(sources), sum(x.blocked + x.consequences for x in self.showings)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The distinct ways it showed (the history checker's anomaly kinds of one rule), first first."""
+        return tuple(dict.fromkeys(x.kind for x in self.showings))
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The rules its sources' first failures were named by before grouping (the cause's first)."""
+        return tuple(dict.fromkeys((self.rule, *(x.rule for x in self.showings))))
+
     def line(self) -> str:
         f = self.first
+        scenarios, _ = self.reach
         many = f" ({len(self.showings)} sources first fail here)" if len(self.showings) > 1 else ""
         follow = f"; {self.consequences} consequences" if self.consequences else ""
         where = "wire probe" if self.protocol else f"{f.source}, {f.where}"
-        return f"{self.rule}: {f.message} [{where}]{many}{follow}"
+        blocks = f"; blocks {scenarios} scenario{'s' if scenarios != 1 else ''}" if self.protocol else ""
+        also = f"; also shows as {', '.join(self.kinds[1:4])}" if len(self.kinds) > 1 else ""
+        return f"{self.rule}: {f.message} [{where}]{many}{follow}{blocks}{also}"
 
     def to_json(self) -> dict[str, Any]:
+        scenarios, operations = self.reach
         return {
             "rule": self.rule,
             "protocol": self.protocol,
             "first": self.first.to_json(),
             "occurrences": len(self.showings),
             "consequence_count": self.consequences,
+            "blocks": {"scenarios": scenarios, "operations": operations},
+            "rules_shown": list(self.rules),
+            "kinds": list(self.kinds),
             "sources": [x.source for x in self.showings],
             "followers": list(self.followers),
         }
@@ -214,7 +296,7 @@ def _root_key(f: StepFailure) -> tuple[int, int]:
     return (f.event, 0 if f.step == 0 else 1)
 
 
-def scenario_showing(r: ScenarioResult) -> Showing | None:
+def scenario_showing(r: ScenarioResult, order: int = 0) -> Showing | None:
     """The first failure of a failed scenario, as a run-level showing; None for other outcomes."""
     if r.outcome != "fail" or not r.failures:
         return None
@@ -224,16 +306,25 @@ def scenario_showing(r: ScenarioResult) -> Showing | None:
     if root.step == 0 and root.message.split(" ", 1)[0] in CHECK_ANOMALIES:
         operation = "check"  # about a check request, whatever event it was reported at
     where = f"step {root.step} ({root.operation})" if root.step else f"history event {root.event}"
+    message = root.message
+    if root.step == 0:  # a history anomaly: "NAME at event N (...): message": its name is its symptom
+        message = re.sub(r" at (event \d+ \(.*?\)|history): ", ": ", message, count=1)
+    candidates = (root.rule,) if root.rule else (r.scenario.rules or (r.scenario.id,))
     return Showing(
         r.scenario.id,
-        root.rule or (r.scenario.rules[0] if r.scenario.rules else r.scenario.id),
+        candidates[0],
         operation,
         where,
-        root.message,
+        message,
         root.frame,
         event.time if event is not None else (r.history[0].time if r.history else None),
         len(r.failures) - 1,
         root.symptom,
+        candidates,
+        len(r.scenario.steps) - r.stopped_at if r.stopped_at is not None else 0,
+        order,
+        root.rule is not None,
+        root.event,
     )
 
 
@@ -249,7 +340,132 @@ def shared_symptoms(showings: Sequence[Showing]) -> list[Showing]:
             rules.setdefault(x.symptom, set()).add(x.rule)
     named = {x.rule for x in showings}
     shared = {s for s, rs in rules.items() if len(rs | ({s} & named)) > 1}
-    return [attrs.evolve(x, rule=x.symptom) if x.symptom in shared else x for x in showings]
+    return [
+        attrs.evolve(x, rule=x.symptom, candidates=(x.symptom,), named=True)
+        if x.symptom in shared and x.symptom
+        else x
+        for x in showings
+    ]
+
+
+def group_causes(showings: Sequence[Showing], failing: Mapping[str, float]) -> list[RunRootCause]:
+    """The showings grouped by causality: those with one signature (the same wrong answer to the same
+    kind of step) are one cause, whatever rules their scenarios are about; distinct signatures are
+    distinct causes, under one rule too. Each cause is named by the rule that best explains it: the rule
+    its sources are about (a scenario's own rule in full, the others it names by half), weighed by how
+    consistently that rule's scenarios failed in the run (``failing``: a rule whose scenarios merely pass
+    through the broken behaviour fails less often than the broken rule: a DELAY above the table fails the
+    delay-table examples that send one and every clamp example), then the most sources, then the first
+    named."""
+    groups: dict[str, list[Showing]] = {}
+    for x in shared_symptoms(showings):
+        groups.setdefault(x.signature, []).append(x)
+    out = []
+    for xs in groups.values():
+        xs.sort(key=lambda x: (x.time is None, x.time or 0, x.order))
+        # A failure that does not name its rule counts for its scenario's own rule (the one the spec
+        # files the example under) in full, for the other rules it names by half.
+        weight: dict[str, float] = {}
+        carried: dict[str, int] = {}
+        for x in xs:
+            for n, rule in enumerate(x.candidates or (x.rule,)):
+                weight[rule] = weight.get(rule, 0.0) + (1.0 if n == 0 else 0.5)
+                carried[rule] = carried.get(rule, 0) + 1
+        first_named = {rule: n for n, rule in enumerate(dict.fromkeys(x.rule for x in xs))}
+        rule = max(
+            weight,
+            key=lambda r: (
+                round(weight[r] * failing.get(r, 1.0), 9),
+                carried[r],
+                -first_named.get(r, len(weight)),
+            ),
+        )
+        out.append(RunRootCause(rule, attrs.evolve(xs[0], rule=rule), tuple(xs)))
+    return out
+
+
+# Requests whose refusal (any answer but a stored one) leaves nothing for the scenario's later steps, and
+# the codes that say "stored" (facts §8).
+_WRITES = frozenset({"send", "send_half", "send_batch", "send_back", "end_tx"})
+_STORED = frozenset({0, 10, 11, 12})
+_CODE_SYMPTOM = re.compile(r"code: expected \w+, got (\w+)")
+
+
+def refusal(c: RunRootCause) -> tuple[str, int] | None:
+    """The wrong answer a cause is, when it is a write refused (``send_half`` answered NO_PERMISSION):
+    its operation and code; None for any other cause."""
+    m = _CODE_SYMPTOM.match(c.first.message)
+    if c.protocol or m is None or c.first.operation not in _WRITES:
+        return None
+    try:
+        code = int(Code[m.group(1)])
+    except KeyError:
+        return None
+    return None if code in _STORED else (c.first.operation, code)
+
+
+def fold_upstream(
+    causes: Sequence[RunRootCause], results: Mapping[str, ScenarioResult]
+) -> list[RunRootCause]:
+    """A write refused is upstream of what a scenario that did not expect its refusal shows later: a half
+    message answered NO_PERMISSION by a step that expects nothing shows only as the check that never came.
+    A showing whose source had the same kind of write refused the same way, before the failure, follows
+    from the cause that names that refusal (where some scenario expected the write to succeed), and is
+    counted as its follower, not as a cause of its own."""
+    upstream = [(n, wrong) for n, c in enumerate(causes) if (wrong := refusal(c)) is not None]
+    if not upstream:
+        return list(causes)
+    gained: dict[int, list[str]] = defaultdict(list)
+    kept: dict[int, list[Showing]] = {}
+    refusals = {u for u, _ in upstream}
+    for n, c in enumerate(causes):
+        kept[n] = []
+        for x in c.showings if n not in refusals else ():
+            res = results.get(x.source)
+            history = res.history if res is not None else ()
+            until = x.event if x.event is not None else len(history) - 1
+            owner = next(
+                (
+                    u
+                    for u, (op, code) in upstream
+                    if u != n
+                    and any(
+                        e.f == op and e.type == "fail" and e.value.get("code") == code
+                        for e in history[: until + 1]
+                    )
+                ),
+                None,
+            )
+            if owner is None:
+                kept[n].append(x)
+            else:
+                gained[owner].append(x.source)
+        if n in refusals:  # a refusal is a cause of its own, never folded into another
+            kept[n] = list(c.showings)
+    return [
+        attrs.evolve(
+            c,
+            first=attrs.evolve(kept[n][0], rule=c.rule),
+            showings=tuple(kept[n]),
+            followers=tuple(dict.fromkeys((*c.followers, *gained[n]))),
+        )
+        for n, c in enumerate(causes)
+        if kept[n]
+    ]
+
+
+def by_reach(causes: Sequence[RunRootCause]) -> list[RunRootCause]:
+    """Causes ordered by what they block (scenarios, then operations), then by their first occurrence."""
+    return sorted(
+        causes,
+        key=lambda c: (
+            -c.reach[0],
+            -c.reach[1],
+            c.first.time is None,
+            c.first.time or 0,
+            c.first.order,
+        ),
+    )
 
 
 def unknown_operation(r: ScenarioResult) -> str | None:
@@ -271,17 +487,28 @@ class Report:
     workload: WorkloadSummary | None = None
     settings: dict[str, Any] = attrs.field(factory=dict)
     probe: ProbeResult | None = None  # the wire probe (remoting targets), run at the start
+    lacks: frozenset[str] = frozenset()  # capabilities the target declares it does not offer (Feature values)
 
     @property
     def protocol(self) -> tuple[Diagnosis, ...]:
-        """Failures of the protocol itself, each named once (the wire probe's findings by rule)."""
-        return () if self.probe is None else self.probe.diagnoses()
+        """Failures of the protocol itself, each named once (the wire probe's findings by rule); a finding
+        only about requests of a capability the target declares lacking (``lacks: [batch]``) is none."""
+        if self.probe is None:
+            return ()
+        return tuple(d for d in self.probe.diagnoses() if not self.declared_lacking(d))
+
+    def declared_lacking(self, d: Diagnosis) -> bool:
+        """Whether ``d`` concerns only requests that serve a capability the target declares lacking."""
+        return bool(d.codes) and all(
+            (f := REQUEST_FEATURES.get(code)) is not None and f.value in self.lacks for code in d.codes
+        )
 
     @property
     def root_causes(self) -> tuple[RunRootCause, ...]:
-        """The run's root causes: each protocol failure the probe named, then the first failure of each
-        failed scenario and of the workload, grouped by rule in the order they first showed. A first
-        failure (or an unknown outcome) that follows from a protocol failure counts as its consequence."""
+        """The run's root causes: each protocol failure the probe named, and the first failures of the
+        failed scenarios and of the workload grouped by causality (``group_causes``), ordered by what
+        they block, then by first occurrence (``by_reach``). A first failure (or an unknown outcome) that
+        follows from a protocol failure counts as its consequence."""
         protocol = self.protocol
         started = self.probe.started_ms if self.probe is not None else 0
         followers: dict[int, list[str]] = {i: [] for i in range(len(protocol))}
@@ -294,8 +521,8 @@ class Report:
                     return True
             return False
 
-        for r in self.scenarios:
-            shown = scenario_showing(r)
+        for n, r in enumerate(self.scenarios):
+            shown = scenario_showing(r, n)
             if shown is not None:
                 if not follows(shown.source, shown.operation, shown.rule):
                     showings.append(shown)
@@ -314,6 +541,8 @@ class Report:
                 a.get("frame"),
                 a.get("time"),
                 rest - 1,
+                candidates=(str(a["rule"]),),
+                order=len(self.scenarios),
             )
             if not follows("workload", shown.operation, shown.rule):
                 showings.append(shown)
@@ -324,18 +553,25 @@ class Report:
         out = [
             RunRootCause(
                 d.rule,
-                Showing("wire probe", d.rule, "probe", "probe", d.line, d.frame, started),
+                Showing("wire probe", d.rule, "probe", "probe", d.line, d.frame, started, order=-1),
                 (Showing("wire probe", d.rule, "probe", "probe", d.line, d.frame, started, d.findings - 1),),
                 tuple(dict.fromkeys(followers[i])),
                 protocol=True,
             )
             for i, d in enumerate(protocol)
         ]
-        groups: dict[str, list[Showing]] = {}
-        for x in sorted(shared_symptoms(showings), key=lambda x: (x.time is None, x.time or 0)):
-            groups.setdefault(x.rule, []).append(x)
-        out += [RunRootCause(rule, xs[0], tuple(xs)) for rule, xs in groups.items()]
-        return tuple(out)
+        causes = group_causes(showings, self.failing_share())
+        out += fold_upstream(causes, {r.scenario.id: r for r in self.scenarios})
+        return tuple(by_reach(out))
+
+    def failing_share(self) -> dict[str, float]:
+        """Rule -> how consistently the scenarios that judged it (passed, failed or not reached it)
+        failed it, smoothed so that one scenario is weak evidence: (failed + 1) / (judged + 2)."""
+        out = {}
+        for rule, counts in self.by_rule().items():
+            judged = counts.get("pass", 0) + counts.get("fail", 0) + counts.get("not reached", 0)
+            out[rule] = (counts.get("fail", 0) + 1) / (judged + 2)
+        return out
 
     @property
     def counts(self) -> dict[str, int]:
@@ -392,18 +628,24 @@ class Report:
         if roots:
             first = roots[0]
             kind = "protocol failure" if first.protocol else "root cause"
+            blocks = first.reach[0]
             parts.append(
                 f"{len(roots)} root cause{'s' if len(roots) != 1 else ''}. Fix {first.rule} first "
-                f"({kind}): {first.first.message}"
+                f"({kind}, it blocks {blocks} scenario{'s' if blocks != 1 else ''}): {first.first.message}"
                 + (f" ({first.consequences} failures follow from it)." if first.consequences else ".")
             )
             if len(roots) > 1:
-                rest = "; ".join(f"{r.rule} ({len(r.showings) + len(r.followers)}×)" for r in roots[1:6])
+                rest = "; ".join(f"{r.rule} (blocks {r.reach[0]})" for r in roots[1:6])
                 more = f" and {len(roots) - 6} more" if len(roots) > 6 else ""
                 parts.append(f"Other root causes: {rest}{more}.")
         parts.append(
             f"{self.target}: {len(self.scenarios)} scenarios, {c['pass']} passed, {c['fail']} failed, "
             f"{c['skip']} skipped, {c['unknown']} unknown, in {self.seconds:.0f} s."
+        )
+        rc = self.rule_counts()
+        parts.append(
+            f"Rules: {rc['pass']} passed, {rc['fail']} failed, {rc['not reached']} not reached (their "
+            f"scenarios stopped before the steps that check them), {rc['skip']} skipped, {rc['unknown']} unknown."
         )
         for line in self.unjudged:
             parts.append(f"Not judged: {line}.")
@@ -448,13 +690,24 @@ class Report:
         return {rule: HAZARDS[rule] for rule in sorted(shown)}
 
     def by_rule(self) -> dict[str, dict[str, int]]:
+        """Rule -> how many scenarios passed it, failed it, did not reach it (stopped before its steps),
+        skipped it, or ended unknown (``ScenarioResult.rule_outcomes``)."""
         table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for r in self.scenarios:
-            rules = r.failed_rules if r.outcome == "fail" else r.rules
-            for rule in dict.fromkeys((*r.rules, *rules)):
-                outcome = r.outcome if r.outcome != "fail" or rule in rules else "pass"
+            for rule, outcome in r.rule_outcomes.items():
                 table[rule][outcome] += 1
         return {k: dict(v) for k, v in sorted(table.items())}
+
+    def rule_counts(self) -> dict[str, int]:
+        """The rules by what the run concludes of each, as the rules table shows them: failed where a
+        scenario failed it, else passed where one passed it, else not reached, skipped or unknown."""
+        out = {"pass": 0, "fail": 0, "not reached": 0, "skip": 0, "unknown": 0}
+        for counts in self.by_rule().values():
+            state = next(
+                (k for k in ("fail", "pass", "not reached", "unknown", "skip") if counts.get(k)), "skip"
+            )
+            out[state] += 1
+        return out
 
     def to_json(self) -> dict[str, Any]:
         roots = self.root_causes
@@ -468,8 +721,15 @@ class Report:
             "root_causes": [r.to_json() for r in roots],
             "unjudged": self.unjudged,
             "counts": self.counts,
+            "rule_counts": self.rule_counts(),
             "summary": self.summary(),
             "protocol": [d.to_json() for d in self.protocol],
+            # Protocol findings about requests the target declares it lacks: reported, never a cause.
+            "declared_lacking": [
+                d.to_json()
+                for d in (self.probe.diagnoses() if self.probe else ())
+                if self.declared_lacking(d)
+            ],
             "probe": None if self.probe is None else self.probe.to_json(),
             "seconds": round(self.seconds, 3),
             "settings": self.settings,
@@ -484,11 +744,13 @@ class Report:
                     "outcome": r.outcome,
                     "reason": r.reason,
                     "checked": r.checked,
+                    "stopped_at": r.stopped_at,
+                    "rule_outcomes": r.rule_outcomes,
                     "seconds": round(r.seconds, 3),
                     "failures": [attrs.asdict(f) for f in r.failures],
-                    "first_failure": None if (x := scenario_showing(r)) is None else x.to_json(),
+                    "first_failure": None if (x := scenario_showing(r, n)) is None else x.to_json(),
                 }
-                for r in self.scenarios
+                for n, r in enumerate(self.scenarios)
             ],
         }
 
@@ -795,6 +1057,7 @@ def run_wall(
         mode="workload",
         workload=summary,
         probe=probed[0] if probed else None,
+        lacks=frozenset(f.value for f in REQUEST_FEATURES.values() if f not in wt.features),
         settings={
             "epsilon_ms": eps,
             "max_wait_ms": options.max_wait_ms,

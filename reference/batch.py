@@ -126,7 +126,7 @@ def send_batch(
     cfg = state.config
     if not batch.entries and sem.empty_body_npe():
         return state, empty_body_npe("batch/broker-illegal")
-    wrapper_sent = sem.request_properties(batch.properties, "DefaultRegion", True)
+    wrapper_sent = sem.request_properties(batch.properties, cfg.region_id, True)
     checked = msg_check(state, batch.topic, batch.queue_id, batch.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
         return state, checked

@@ -141,6 +141,9 @@ class BrokerConfig:
     retry_max_times: int = 16
     broker_writable: bool = True
     cluster_name: str = "DefaultCluster"
+    # BrokerConfig.regionId (MixAll.DEFAULT_TRACE_REGION_ID, both lines): what a send stores as MSG_REGION on
+    # 5.x (put/stored-properties).
+    region_id: str = "DefaultRegion"
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     # 5.x MessageStoreConfig timer settings (5.5.0 defaults); the 4.9 profile has no timer and ignores them.
     # rule: timer/disabled, timer/precision, timer/max-delay, timer/roll, timer/restart
@@ -193,6 +196,7 @@ BROKER_CONF_KEYS: dict[str, str] = {
     "maxMessageSize": "max_message_size",
     "defaultTopicQueueNums": "default_topic_queue_nums",
     "brokerClusterName": "cluster_name",
+    "regionId": "region_id",
     "timerWheelEnable": "timer_wheel_enable",
     "timerPrecisionMs": "timer_precision_ms",
     "timerMaxDelaySec": "timer_max_delay_sec",
@@ -246,7 +250,7 @@ def config_from_broker_conf(values: dict[str, object], profile: Profile = Profil
         if field == "delay_levels":
             if not isinstance(value, str):
                 raise ConfigError(f"{key} must be a string such as '1s 5s 10s', not {value!r}")
-        elif field == "cluster_name":
+        elif field in ("cluster_name", "region_id"):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{key} must be a non-empty string, not {value!r}")
         elif field in _BOOL_FIELDS:

@@ -347,7 +347,7 @@ def send(
     cfg = state.config
     if not msg.body and sem.empty_body_npe():
         return state, empty_body_npe()
-    props = sem.request_properties(msg.properties, "DefaultRegion", True)  # rule: put/stored-properties
+    props = sem.request_properties(msg.properties, cfg.region_id, True)  # rule: put/stored-properties
     checked = msg_check(state, msg.topic, msg.queue_id, msg.default_topic_queue_nums, sem, queue_choice)
     if isinstance(checked, Rejected):
         return state, checked

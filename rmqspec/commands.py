@@ -195,7 +195,8 @@ def _print_root_causes(rep: Report, out: Console) -> None:
     if not roots:
         return
     out.print(
-        f"[bold]Root causes[/bold] ({len(roots)}; fix the first first, what follows from it is counted under it):"
+        f"[bold]Root causes[/bold] ({len(roots)}, the one that blocks the most first; what follows from each "
+        "is counted under it):"
     )
     for n, r in enumerate(roots, start=1):
         label = "[red]PROTOCOL[/red]" if r.protocol else f"[red]{n}.[/red]"
@@ -208,14 +209,18 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
     out = _out()
     _print_root_causes(rep, out)
     table = Table(title=f"rmqspec conform --target {rep.target}")
-    for col in ("rule", "pass", "fail", "skip", "unknown"):
+    # A rule passes only where a step that checks it ran and held: a scenario that stopped before those
+    # steps counts its rules "not reached" (conformance/scenario_run.py, ScenarioResult.rule_outcomes).
+    for col in ("rule", "pass", "fail", "not reached", "skip", "unknown"):
         table.add_column(col, justify="left" if col == "rule" else "right", no_wrap=col == "rule")
     for rule, counts in rep.by_rule().items():
         fails = counts.get("fail", 0)
+        unreached = counts.get("not reached", 0)
         table.add_row(
             rule,
             str(counts.get("pass", 0)),
             f"[red]{fails}[/red]" if fails else "0",
+            f"[yellow]{unreached}[/yellow]" if unreached else "0",
             str(counts.get("skip", 0)),
             str(counts.get("unknown", 0)),
         )

@@ -66,6 +66,7 @@ def model_keys(config: BrokerConfig) -> dict[str, str]:
             )
     keys = {
         "brokerClusterName": config.cluster_name,
+        "regionId": config.region_id,
         # No level at all: one blank, which ScheduleMessageService.parseDelayLevel splits into no items
         # (an empty value would fail its parse, and the broker would not start), config/delay-level-table.
         "messageDelayLevel": config.describe() or " ",

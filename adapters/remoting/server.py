@@ -59,7 +59,6 @@ from .codec import (
 log = logging.getLogger(__name__)
 
 Host = tuple[str, int]
-_RESPONSE_REGION = (("MSG_REGION", "DefaultRegion"), ("TRACE_ON", "true"))
 _COMMIT_OR_ROLLBACK_WRONG = (
     "org.apache.rocketmq.remoting.exception.RemotingCommandException: commitOrRollback field wrong"
 )
@@ -336,7 +335,8 @@ class Server:
             )
             op = Send(message)
         r = self._run(op)
-        ext: list[tuple[str, str]] = list(_RESPONSE_REGION)
+        # The send answer's MSG_REGION (the broker's regionId) and TRACE_ON, as SendMessageProcessor sets them.
+        ext: list[tuple[str, str]] = [("MSG_REGION", self.target.info.config.region_id), ("TRACE_ON", "true")]
         if "msg_id" in r.fields:
             ext = [
                 *ext,
