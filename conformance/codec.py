@@ -276,8 +276,10 @@ def op_to_json(op: Op) -> dict[str, Any]:
             d |= {"group": r.producer_group, "table_offset": r.tran_state_table_offset}
             d |= {"commit_log_offset": r.commit_log_offset, "action": int(r.action)}
             d |= {"from_check": r.from_check, "msg_id": r.msg_id, "transaction_id": r.transaction_id}
-        case Heartbeat(group=g, online=on):
+        case Heartbeat(group=g, online=on, consumer=c):
             d |= {"group": g, "online": on}
+            if c:  # a consumer's heartbeat; absent for a producer's (histories before it read the same)
+                d["consumer"] = True
         case GetMaxOffset(topic=t, queue_id=q):
             d |= {"topic": t, "queue": q}
         case ViewMessage(commit_log_offset=o):
@@ -384,7 +386,7 @@ _READERS: dict[str, Callable[[_Fields], Op]] = {
     "pull": _pull,
     "send_back": _send_back,
     "end_tx": _end_tx,
-    "heartbeat": lambda r: Heartbeat(r.text("group"), r.flag("online", True)),
+    "heartbeat": lambda r: Heartbeat(r.text("group"), r.flag("online", True), r.flag("consumer", False)),
     "max_offset": lambda r: GetMaxOffset(r.text("topic"), r.num("queue", 0)),
     "view": lambda r: ViewMessage(r.num("offset")),
     "query": lambda r: QueryUniqKey(r.text("topic"), r.text("key")),

@@ -433,7 +433,7 @@ class _Runner:
                 )
             )
         if op in ("heartbeat", "offline"):
-            return Heartbeat(str(a.get("group", "PG")), op == "heartbeat")
+            return Heartbeat(str(a.get("group", "PG")), op == "heartbeat", bool(a.get("consumer", False)))
         if op == "max_offset":
             return GetMaxOffset(str(a["topic"]), int(a.get("queue", 0)))
         if op == "view":

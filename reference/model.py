@@ -21,7 +21,7 @@ from . import timer as _timer
 from . import transaction as _tx
 from .batch import Batch
 from .config import BrokerConfig, Profile
-from .constants import HALF_TOPIC
+from .constants import HALF_TOPIC, RETRY_PREFIX
 from .observations import (
     Ack,
     BatchOk,
@@ -88,10 +88,12 @@ class EndTx:
 
 @attrs.frozen
 class Heartbeat:
-    """A producer of ``group`` connects (online) or goes away."""
+    """A producer of ``group`` connects (online) or goes away; ``consumer``: a consumer of ``group``
+    heartbeats (HEART_BEAT's consumerDataSet), which makes the broker create the group's retry topic."""
 
     group: str
     online: bool = True
+    consumer: bool = False
 
 
 @attrs.frozen
@@ -194,9 +196,22 @@ class Model:
         tc = state.topics.get(topic)
         return self.semantics.pull_answer(None if tc is None else tc.read_queues, queue_id, offset, answer)
 
-    def heartbeat(self, state: BrokerState, group: str, *, online: bool = True) -> BrokerState:
+    def heartbeat(
+        self, state: BrokerState, group: str, *, online: bool = True, consumer: bool = False
+    ) -> BrokerState:
         """Register (online) or drop (offline) one producer connection of ``group``. ``online`` is
-        keyword-only: ``heartbeat(state, "PG", 0)`` must not quietly mean "offline"."""
+        keyword-only: ``heartbeat(state, "PG", 0)`` must not quietly mean "offline". A consumer's
+        heartbeat finds (or creates) the group's subscription config and, when there is one, creates
+        ``%RETRY%<group>`` with its retryQueueNums queues (ClientManageProcessor.heartBeat); it counts no
+        producer. rule: sendback/retry-topic"""
+        if consumer:
+            if not online:
+                return state  # unregistering a consumer leaves its retry topic
+            found = _put.group_config(state, group, self.semantics)
+            if found is None:
+                return state
+            state, gc = found
+            return _put.ensure_topic(state, RETRY_PREFIX + group, gc.retry_queue_nums)
         count = state.producers.get(group, 0) + (1 if online else -1)
         if count > 0:
             return attrs.evolve(state, producers=state.producers.set(group, count))
@@ -375,8 +390,8 @@ class Model:
                 return self.send_back(state, r, now, c)
             case EndTx(request=r):
                 return self.end_transaction(state, r, now)
-            case Heartbeat(group=g, online=on):
-                return self.heartbeat(state, g, online=on), Ack()
+            case Heartbeat(group=g, online=on, consumer=c):
+                return self.heartbeat(state, g, online=on, consumer=c), Ack()
             case GetMaxOffset(topic=t, queue_id=q):
                 return state, self.max_offset(state, t, q)
             case ViewMessage(commit_log_offset=o):

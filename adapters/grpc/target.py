@@ -152,7 +152,7 @@ class GrpcTarget:
                     return self._pull(topic, group)
                 case EndTx(request=r):
                     return self._end_tx(r.transaction_id or "", r.action, r.from_check)
-                case Heartbeat(group=g, online=on):
+                case Heartbeat(group=g, online=on, consumer=False):
                     self._heartbeat(g, on)
                     return Response(int(Code.SUCCESS))
         except GrpcError as e:

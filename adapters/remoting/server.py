@@ -441,6 +441,11 @@ class Server:
                 channels.append(writer)
             mine.add(group)
             self._run(Heartbeat(group))
+        consumers = data.get("consumerDataSet") if isinstance(data, dict) else None
+        for c in consumers if isinstance(consumers, list) else []:
+            group = c.get("groupName") if isinstance(c, dict) else None
+            if isinstance(group, str) and group:
+                self._run(Heartbeat(group, consumer=True))  # rule: sendback/retry-topic
         return response_for(cmd, Code.SUCCESS)
 
     def _max_offset(self, cmd: RemotingCommand, peer: Host) -> RemotingCommand:

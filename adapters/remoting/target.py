@@ -533,6 +533,11 @@ class RemotingTarget:
                 if reply is None:
                     return Response(0, None, no_response=True)
                 return Response(reply.code, reply.remark)
+            case Heartbeat(group=g, online=online, consumer=True):
+                if not online:
+                    return Response(0)  # nothing to unregister: the suite's consumers hold no channel
+                rep = self._call(c.heartbeat((), [self.ns.group(g)]), "consumer heart beat")
+                return Response(rep.code, rep.remark)
             case Heartbeat(group=g, online=online):
                 return self._heartbeat(g, online)
             case GetMaxOffset(topic=topic, queue_id=q):

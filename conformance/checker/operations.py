@@ -358,7 +358,7 @@ class OperationsMixin(PullsMixin):
     # -- the rest ----------------------------------------------------------------------------------------
 
     def apply_heartbeat(self, inv: Event, op: Heartbeat) -> Completion:
-        self.state = self.model.heartbeat(self.state, op.group, online=op.online)
+        self.state = self.model.heartbeat(self.state, op.group, online=op.online, consumer=op.consumer)
 
         def complete(resp: Response, e: Event) -> None:
             self.count("responses")

@@ -295,7 +295,7 @@ final class WireRecorder implements RPCHook {
             }
             case HEART_BEAT: {
                 String body = request.getBody() == null ? "" : new String(request.getBody(), StandardCharsets.UTF_8);
-                heartbeat(request, producerGroups(body), true);
+                heartbeat(request, producerGroups(body), consumerGroups(body), true);
                 return;
             }
             case UNREGISTER_CLIENT: {
@@ -304,7 +304,7 @@ final class WireRecorder implements RPCHook {
                     skip("unregister of a consumer group");
                     return;
                 }
-                heartbeat(request, List.of(g), false);
+                heartbeat(request, List.of(g), List.of(), false);
                 return;
             }
             default:
@@ -324,18 +324,23 @@ final class WireRecorder implements RPCHook {
     /** A HEART_BEAT registers each producer group it names (Heartbeat(group, online) per group, each group
      *  and sending thread its own process so that the operations of one request may be in flight together); an
      *  UNREGISTER_CLIENT takes one off. */
-    private void heartbeat(RemotingCommand request, List<String> groups, boolean online) {
-        int[] procs = new int[groups.size()];
+    private void heartbeat(RemotingCommand request, List<String> groups, List<String> consumers, boolean online) {
+        int[] procs = new int[groups.size() + consumers.size()];
         synchronized (lock) {
             for (int i = 0; i < procs.length; i++) {
-                String g = groups.get(i);
+                boolean consumer = i >= groups.size();
+                String g = consumer ? consumers.get(i - groups.size()) : groups.get(i);
                 // per calling thread too: two client instances (a producer's, a consumer's) both register
                 // CLIENT_INNER_PRODUCER, each from its own heartbeat thread (the threads' names are the same)
-                String key = Thread.currentThread().getId() + "/" + g;
+                String key = Thread.currentThread().getId() + "/" + (consumer ? "consumer:" : "") + g;
                 procs[i] = groupProcesses.computeIfAbsent(key, k -> 300 + groupProcesses.size());
                 Map<String, Object> args = new LinkedHashMap<>();
                 args.put("group", g);
                 args.put("online", online);
+                if (consumer) {
+                    // a consumer's heartbeat makes the broker create %RETRY%<group> (ClientManageProcessor.heartBeat)
+                    args.put("consumer", true);
+                }
                 add(procs[i], "invoke", "heartbeat", args);
             }
             start(request, new Pending(procs, "heartbeat"));
@@ -537,6 +542,23 @@ final class WireRecorder implements RPCHook {
             while (g.find()) {
                 out.add(g.group(1));
             }
+        }
+        out.sort(null);
+        return out;
+    }
+
+    /** The consumer groups a HEART_BEAT body registers: the groupName of each entry of its consumerDataSet
+     *  (fastjson writes the fields in name order, so the set ends where producerDataSet begins). */
+    static List<String> consumerGroups(String body) {
+        List<String> out = new ArrayList<>();
+        int from = body.indexOf("\"consumerDataSet\"");
+        if (from < 0) {
+            return out;
+        }
+        int to = body.indexOf("\"producerDataSet\"", from);
+        Matcher g = GROUP_NAME.matcher(to > from ? body.substring(from, to) : body.substring(from));
+        while (g.find()) {
+            out.add(g.group(1));
         }
         out.sort(null);
         return out;
