@@ -74,7 +74,13 @@ class TransactionsMixin(RecordsMixin):
             return
         if (
             uniq in self.resolved
-            and (self.run_slack_ms or op_write_window_ms(self.model.config) > OP_BATCH_INTERVAL_MS)
+            and (
+                self.run_slack_ms
+                or (
+                    self.model.semantics.batched_ops()
+                    and op_write_window_ms(self.model.config) > OP_BATCH_INTERVAL_MS
+                )
+            )
             and self.checked_before_its_op(c, e, uniq, times)
         ):
             return
