@@ -1129,6 +1129,9 @@ def _run_scenario(
     reference: Callable[[BrokerConfig], Target] | None,
     max_wait_ms: int | None,
 ) -> ScenarioResult:
+    reason = scenario.release_skip(config)
+    if reason is not None:
+        return ScenarioResult(scenario, "skip", reason)
     try:
         cfg = scenario.broker_config(config)
     except ScenarioError as e:

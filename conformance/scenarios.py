@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from rmqspec.reference.config import BROKER_CONF_KEYS, FIVE_ONLY_KEYS, BrokerConfig, ConfigError, Profile
+from rmqspec.reference.config import (
+    BROKER_CONF_KEYS,
+    FIVE_ONLY_KEYS,
+    BrokerConfig,
+    ConfigError,
+    Profile,
+    release_key,
+    release_line,
+)
 from rmqspec.reference.constants import Code
 
 from .contract import LOGICAL_ONLY, Feature
@@ -225,6 +233,24 @@ class Scenario:
     # What the scenario needs of the settings beyond a level it names (``interval > timeout``): a
     # target whose settings do not meet one skips it, naming it (docs/scenarios.md).
     needs: tuple[str, ...] = ()
+    # The releases the scenario's expected answers hold for (``releases: "5.0.0–5.1.0"``): ranges of one
+    # line, first and last included. Empty: every release of its profile. A target of one release outside
+    # them skips it; the model runs it as the last release of the last range (docs/spec-format.md).
+    releases: tuple[tuple[str, str], ...] = ()
+
+    def covers(self, release: str) -> bool:
+        """The scenario's expected answers hold on ``release`` (True when it names no releases)."""
+        if not self.releases:
+            return True
+        k = release_key(release)
+        return any(release_key(a) <= k <= release_key(b) for a, b in self.releases)
+
+    def release_skip(self, config: BrokerConfig | None) -> str | None:
+        """Why a target of one release (``config.release`` set: a real broker) skips this scenario."""
+        if config is None or config.release is None or self.covers(config.release):
+            return None
+        shown = ", ".join(a if a == b else f"{a}–{b}" for a, b in self.releases)
+        return f"written for releases {shown} (the target is {config.release})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,11 +263,16 @@ class Scenario:
             "steps": [dict(s) for s in self.steps],
             "source": self.source,
             "needs": list(self.needs),
+            "releases": [list(r) for r in self.releases],
         }
 
     def broker_config(self, base: BrokerConfig | None = None) -> BrokerConfig:
         """The settings the scenario runs with: its own ``config`` over ``base`` (default: the defaults)."""
-        return broker_config(self.config, self.profile, base)
+        cfg = broker_config(self.config, self.profile, base)
+        if self.releases and cfg.release is None and not self.covers(cfg.effective_release):
+            # the model, free to be any release of its line: the scenario's newest
+            cfg = attrs.evolve(cfg, release=self.releases[-1][1])
+        return cfg
 
     def unmet_settings(self, target: BrokerConfig) -> str | None:
         """Why a broker with the fixed settings ``target`` cannot run this scenario (None: it can).
@@ -332,6 +363,7 @@ def make_scenario(
             parse_need(text)
         except ExprError as e:
             raise ScenarioError(f"{source}: {e}") from None
+    releases = parse_releases(data.get("releases"), source)
     sid = f"{rule}#{name}" if rule else (default_id or name)
     scenario = Scenario(
         id=sid,
@@ -342,9 +374,35 @@ def make_scenario(
         features=frozenset(features),
         source=source,
         needs=tuple(needs),
+        releases=releases,
     )
+    line = broker_config({}, scenario.profile).profile
+    for a, b in releases:
+        for r in (a, b):
+            if release_line(r) is not line:
+                raise ScenarioError(f"{source}: release {r} is not of the scenario's profile ({line.value})")
     scenario.broker_config()  # validates the config now, naming the scenario
     return scenario
+
+
+def parse_releases(raw: object, source: str) -> tuple[tuple[str, str], ...]:
+    """A scenario's ``releases``: comma-separated releases (``5.1.1``) or ranges (``5.0.0–5.1.0``, an en
+    dash or a hyphen), each range forwards; None gives ()."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, str) or not raw.strip():
+        raise ScenarioError(f"{source}: 'releases' is a string such as \"5.0.0–5.1.0\"")
+    out: list[tuple[str, str]] = []
+    for item in (x.strip() for x in raw.split(",")):
+        a, _, b = item.replace("–", "-").partition("-")
+        a, b = a.strip(), (b.strip() or a.strip())
+        try:
+            if release_key(b) < release_key(a):
+                raise ScenarioError(f"{source}: the release range {item!r} runs backwards")
+        except ConfigError as e:
+            raise ScenarioError(f"{source}: 'releases': {e}") from None
+        out.append((a, b))
+    return tuple(out)
 
 
 def spec_scenarios(spec: Spec | None = None) -> list[Scenario]:

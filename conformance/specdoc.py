@@ -56,7 +56,7 @@ AREA_ORDER = (
     "wire",
     "history",
 )
-EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "features", "needs", "steps"})
+EXAMPLE_KEYS = frozenset({"name", "also", "config", "profile", "releases", "features", "needs", "steps"})
 
 _VERSIONS = "**Versions:**"
 _SOURCE = "**Source:**"
@@ -534,6 +534,10 @@ def _parse_example(rule_id: str, file: str, line: int, source: str) -> Example:
         raise SpecError(file, line, f"rule {rule_id}: example {name!r}: 'features' is a list")
     if "profile" in data and not isinstance(data["profile"], str):
         raise SpecError(file, line, f"rule {rule_id}: example {name!r}: 'profile' is a string, e.g. \"5.x\"")
+    if "releases" in data and not isinstance(data["releases"], str):
+        raise SpecError(
+            file, line, f"rule {rule_id}: example {name!r}: 'releases' is a string, e.g. \"5.0.0–5.1.0\""
+        )
     return Example(
         rule_id=rule_id,
         name=name,

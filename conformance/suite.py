@@ -886,6 +886,10 @@ def run_wall(
                 )
             )
             continue
+        reason = s.release_skip(wt.config)
+        if reason is not None:  # a broker of one release outside the scenario's
+            finished(ScenarioResult(s, "skip", reason))
+            continue
         missing = s.features - wt.features - {Feature.RESTART}
         if missing:
             finished(

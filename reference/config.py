@@ -6,6 +6,7 @@ rule: config/delay-level-table, config/defaults
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 import attrs
@@ -76,6 +77,27 @@ class Profile(enum.Enum):
     V5 = "5.x"
 
 
+# The release each line's profile follows when no finer release is named (facts §6).
+LINE_RELEASE = {Profile.V4_9: "4.9.8", Profile.V5: "5.5.0"}
+_RELEASE_RE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def release_key(release: str) -> tuple[int, int, int]:
+    """``"5.1.1"`` as a comparable tuple; a ConfigError for anything that is not X.Y.Z."""
+    if not _RELEASE_RE.match(release):
+        raise ConfigError(f"{release!r} is not a release (X.Y.Z, e.g. 5.1.1)")
+    a, b, c = (int(x) for x in release.split("."))
+    return a, b, c
+
+
+def release_line(release: str) -> Profile | None:
+    """The profile a release belongs to: 4.9.x is the 4.9 line, 5.x.y the 5.x line; None for any other."""
+    major, minor, _ = release_key(release)
+    if (major, minor) == (4, 9):
+        return Profile.V4_9
+    return Profile.V5 if major == 5 else None
+
+
 def _levels(value: str | tuple[int, ...], config: Any) -> tuple[int, ...]:
     """The level table from the setting; 5.x trims the text first (5.2.0+ ``properties2Object``)."""
     if isinstance(value, str):
@@ -119,6 +141,10 @@ class BrokerConfig:
 
     # Set first (keyword only) so that the fields below can depend on it.
     profile: Profile = attrs.field(default=Profile.V4_9, kw_only=True)
+    # The exact release within the line, where behaviour differs inside it (a rule's Versions line names
+    # a boundary such as 5.1.1). None: the release the line's profile follows (LINE_RELEASE). A real broker's
+    # target sets its own release; a scenario with ``releases`` sets one it covers (docs/spec-format.md).
+    release: str | None = attrs.field(default=None, kw_only=True)
     # mypy's attrs plugin does not know attrs.Converter; the parameter takes a str or a tuple of ms.
     delay_levels: tuple[int, ...] = attrs.field(
         default=DEFAULT_DELAY_LEVELS,
@@ -152,6 +178,19 @@ class BrokerConfig:
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_roll_window_slot: int = 2 * 24 * 3600
     timer_flush_interval_ms: int = 1000
+
+    def __attrs_post_init__(self) -> None:
+        if self.release is not None and release_line(self.release) is not self.profile:
+            raise ConfigError(f"release {self.release} is not of the {self.profile.value} line")
+
+    @property
+    def effective_release(self) -> str:
+        """The release the model behaves as: ``release``, or the one the line's profile follows."""
+        return self.release if self.release is not None else LINE_RELEASE[self.profile]
+
+    def since(self, release: str) -> bool:
+        """The model behaves as ``release`` or a later one (only meaningful within the profile's line)."""
+        return release_key(self.effective_release) >= release_key(release)
 
     @property
     def max_delay_level(self) -> int:

@@ -272,13 +272,15 @@ class Model:
         (rule: schedule/restart-redelivery), its offset flush every flushDelayOffsetInterval from it, and
         the check service's first run one transactionCheckInterval after it (``waitForRunning`` before
         each run; rule: transaction/check-interval)."""
-        # A check run in progress is lost; 5.x op entries not yet written are lost in a crash, written by
-        # the op batch service in an ``orderly`` stop (rule: transaction/op-batch, transaction/check-restart).
+        # A check run in progress is lost; 5.x op entries not yet written are lost in a crash. In an
+        # ``orderly`` stop from 5.1.4 the op batch service is stopped before the store
+        # (``TransactionalMessageServiceImpl.close`` in ``shutdownBasicService``): ``ServiceThread.shutdown``
+        # wakes it for one last ``batchSendOpMessage``, which writes only the entries already due; 5.1.0-5.1.3
+        # never stop it. The rest are lost (rule: transaction/op-batch, transaction/check-restart).
         state = attrs.evolve(state, tx_run=None, tx_discardable=frozenset())
-        while state.tx_op_pending and orderly and now is not None:
-            state = attrs.evolve(state, tx_op_last_write=now - _tx.OP_BATCH_INTERVAL_MS)
+        if state.tx_op_pending and orderly and now is not None and self.config.since("5.1.4"):
             state = _tx.op_service(state, now, self.semantics)
-        state = attrs.evolve(state, tx_op_pending=(), tx_op_last_write=None)
+        state = attrs.evolve(state, tx_op_pending=(), tx_op_last_write=None, tx_op_anchor=None)
         if now is not None:
             state = attrs.evolve(
                 state,
@@ -338,7 +340,7 @@ class Model:
                 candidates.append(max(state.tx_run.resume_at, now + 1))
             elif state.tx_half_offset < state.store.max_offset(HALF_TOPIC, 0):
                 candidates.append(self.next_check_time(now, state.tx_last_run_end))
-            op_write = _tx.next_op_write(state)
+            op_write = _tx.next_op_write(state, now)
             if op_write is not None:
                 candidates.append(max(op_write, now + 1))
             due = _schedule.next_due(state, self.semantics, now)

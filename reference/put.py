@@ -151,7 +151,7 @@ def group_config(state: BrokerState, group: str, sem: Semantics) -> tuple[Broker
         return state, gc
     if not (state.config.auto_create_subscription_group or group.startswith(SYS_CONSUMER_GROUP_PREFIX)):
         return None
-    if not sem.creatable_group_name(group):
+    if not sem.creatable_group_name(group, state.config):
         return None
     gc = GroupConfig(state.config.retry_queue_nums, state.config.retry_max_times)
     return attrs.evolve(state, groups=state.groups.set(group, gc)), gc

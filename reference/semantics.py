@@ -33,6 +33,7 @@ from .properties import as_read_back, encode_properties
 from .records import Props
 
 if TYPE_CHECKING:
+    from .config import BrokerConfig
     from .state import TimerState
 
 _JAVA_WHITESPACE_CONTROLS = frozenset("\t\n\u000b\f\r\u001c\u001d\u001e\u001f")
@@ -680,7 +681,7 @@ class Semantics:
         rule: timer/delivered-copy"""
         return props
 
-    def creatable_group_name(self, group: str) -> bool:
+    def creatable_group_name(self, group: str, config: BrokerConfig) -> bool:
         """4.9.x auto-creates a group of any name. rule: sendback/group-lookup"""
         return True
 
@@ -979,8 +980,15 @@ class V5Semantics(Semantics):
         # rule: schedule/fifo-per-level (5.0.0-5.5.0: nextOffset is set before messageTimeUp throws)
         return False
 
-    def creatable_group_name(self, group: str) -> bool:
-        # rule: sendback/group-lookup (5.4.0-5.5.0: TopicValidator.validateGroup before auto-create)
+    def creatable_group_name(self, group: str, config: BrokerConfig) -> bool:
+        # rule: sendback/group-lookup. 5.0.0-5.1.0: any name; 5.1.1-5.3.3 (#6142): not longer than
+        # Validators.CHARACTER_MAX_LENGTH (255) and no character outside [%|a-zA-Z0-9_-]
+        # (TopicValidator.isTopicOrGroupIllegal); 5.4.0-5.5.0: TopicValidator.validateGroup (not blank, those
+        # characters, at most 120).
+        if not config.since("5.1.1"):
+            return True
+        if not config.since("5.4.0"):
+            return len(group.encode("utf-16-le")) // 2 <= 255 and all(c in _VALID_NAME_CHARS for c in group)
         return 0 < len(group) <= 120 and all(c in _VALID_NAME_CHARS for c in group)
 
     def pull_queue_illegal_code(self) -> Code:

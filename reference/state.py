@@ -145,6 +145,9 @@ class BrokerState:
     # until the first END_TRANSACTION creates the queue's context).
     tx_op_pending: tuple[str, ...] = ()
     tx_op_last_write: int | None = None
+    # The op batch service's tick grid: it runs at ``tx_op_anchor + k * transactionOpBatchInterval``
+    # (k >= 1), from its start (None: ``started_at``, or 0) or from the last time an oversize list woke it.
+    tx_op_anchor: int | None = None
     timer: TimerState = attrs.field(factory=TimerState)
     # A restart at a known time (rule: schedule/restart-redelivery): the schedule service delivers nothing
     # before ``schedule_resume_at`` (FIRST_DELAY_TIME after the start) and flushes its offsets every
@@ -157,20 +160,24 @@ class BrokerState:
 
 
 def initial_state(config: BrokerConfig) -> BrokerState:
-    """A fresh broker: the default topic TBW102 (defaultTopicQueueNums queues, 8 by default) and
-    SCHEDULE_TOPIC_XXXX (18 queues) exist; under the 5.x profile also the half and op topics (1 queue each:
-    TopicConfigManager's constructor, 5.0.0-5.5.0) and, with the timer on, rmq_sys_wheel_timer (one queue).
-    rule: config/defaults, pull/unknown-topic, timer/rewrite
+    """A fresh broker: SCHEDULE_TOPIC_XXXX (18 queues) and, with autoCreateTopicEnable on, the default topic
+    TBW102 (defaultTopicQueueNums queues, 8 by default) exist; under the 5.x profile also the half and op
+    topics (1 queue each: TopicConfigManager's constructor, 5.0.0-5.5.0) and, with the timer on, from 5.3.1
+    rmq_sys_wheel_timer (one queue).
+    rule: config/defaults, pull/unknown-topic, timer/rewrite, put/topic-auto-create
     """
     tbw = config.default_topic_queue_nums
-    topics: dict[str, TopicConfig] = {
-        DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7),
-        SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM),
-    }
+    topics: dict[str, TopicConfig] = {SCHEDULE_TOPIC: TopicConfig(SCHEDULE_QUEUE_NUM, SCHEDULE_QUEUE_NUM)}
+    if config.auto_create_topic:
+        # TopicConfigManager's constructor makes TBW102 only when autoCreateTopicEnable is on (4.9.0-4.9.8,
+        # 5.0.0-5.3.3 read). rule: put/topic-auto-create
+        topics = {DEFAULT_TOPIC: TopicConfig(tbw, tbw, 7), **topics}
     if config.profile is Profile.V5:
         topics[HALF_TOPIC] = TopicConfig(1, 1)
         topics[OP_TOPIC] = TopicConfig(1, 1)
-        if config.timer_wheel_enable:
+        if config.timer_wheel_enable and config.since("5.3.1"):
+            # TopicConfigManager's constructor creates it from 5.3.1 (#8535); before, the first timer
+            # message creates it (rule: timer/rewrite)
             topics[TIMER_TOPIC] = TopicConfig(1, 1)
     return BrokerState(config=config, topics=immutables.Map(topics))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import attrs
 
+from .config import BrokerConfig
 from .constants import LONG_MAX, TIMER_TOPIC, Code, Prop
 from .javanum import parse_int, parse_long
 from .observations import Rejected, TimerDelivered, TimerDropped, TimerRolled
@@ -40,8 +41,25 @@ def illegal(max_delay_sec: int, rule: str) -> Rejected:
     )
 
 
-def not_enabled() -> Rejected:
-    """``WHEEL_TIMER_NOT_ENABLE``: the timer is off. rule: timer/disabled"""
+# SendMessageProcessor.diskUtil(): "CL: %5.2f CQ: %5.2f INDEX: %5.2f" of the broker's disk partitions, which
+# the model does not have; its remark says so in their place.
+DISK_UTIL_UNKNOWN = "CL: ? CQ: ? INDEX: ?"
+
+
+def not_enabled(config: BrokerConfig) -> Rejected:
+    """``WHEEL_TIMER_NOT_ENABLE``: the timer is off. From 5.1.1 ``handlePutMessageResult`` answers it
+    SYSTEM_ERROR; 5.0.0-5.1.0 have no ``break`` after that case, so it falls through to SERVICE_NOT_AVAILABLE's,
+    which sets code 14 and its own remark. rule: timer/disabled
+    """
+    if not config.since("5.1.1"):
+        return Rejected(
+            Code.SERVICE_NOT_AVAILABLE,
+            "service not available now. It may be caused by one of the following reasons: the broker's disk "
+            f"is full [{DISK_UTIL_UNKNOWN}], messages are put to the slave, message store has been shut down, "
+            "etc.",
+            "timer/disabled",
+            "WHEEL_TIMER_NOT_ENABLE",
+        )
     return Rejected(
         Code.SYSTEM_ERROR,
         "accurate timer message is not enabled, timerWheelEnable is false",
@@ -62,7 +80,7 @@ def put_hook(inner: Inner, now: int, sem: Semantics, config_state: BrokerState) 
     if not sem.timer_message(props):
         return inner
     if not sem.timer_enabled(cfg.timer_wheel_enable):
-        return not_enabled()
+        return not_enabled(cfg)
     deliver = sem.timer_deliver_ms(props, now)
     if deliver is None:
         return illegal(cfg.timer_max_delay_sec, "timer/deliver-time")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 import immutables
 
+from .config import BrokerConfig
 from .constants import (
     HALF_TOPIC,
     OP_TOPIC,
@@ -220,8 +221,17 @@ def delete_prepare_message(
     if sem.batched_ops():
         last = now if state.tx_op_last_write is None else state.tx_op_last_write
         state = attrs.evolve(state, tx_op_pending=(*state.tx_op_pending, body + ","), tx_op_last_write=last)
+        if state.config.since("5.5.0"):
+            # 5.5.0's service, idle, polls without sleeping: a queue is written as soon as it is due
+            before = state.store.end
+            state = op_service(state, now, sem)
+            return state, (state.store.lookup(before) if state.store.end > before else None)
+        if sum(len(e) for e in state.tx_op_pending) <= OP_MSG_MAX_SIZE:
+            return state, None  # written at a later tick of the op batch service (next_op_write)
+        # deletePrepareMessage wakes the service when the list exceeds transactionOpMsgMaxSize: it runs at
+        # once, and its next tick is one interval after this run (TransactionalOpBatchService.run)
         before = state.store.end
-        state = op_service(state, now, sem)
+        state = attrs.evolve(op_service(state, now, sem), tx_op_anchor=now)
         written = state.store.lookup(before) if state.store.end > before else None
         return state, written
     state, op = write_op(state, half.queue_id, body, now, sem)
@@ -253,14 +263,41 @@ def write_op(
     return append(state, inner, now, sem)
 
 
-def next_op_write(state: BrokerState) -> int | None:
-    """When the 5.x op batch service writes the pending entries (None: nothing pending).
+def op_write_window_ms(config: BrokerConfig) -> int:
+    """How long after its END_TRANSACTION a 5.x op may be written, at most (see ``next_op_write``): two
+    intervals for 5.1.0-5.4.0 (the first tick an interval after the queue's last write, or the next one),
+    one for 5.5.0 (as soon as the queue is due). rule: transaction/op-batch"""
+    return OP_BATCH_INTERVAL_MS if config.since("5.5.0") else 2 * OP_BATCH_INTERVAL_MS
 
+
+def next_op_write(state: BrokerState, after: int) -> int | None:
+    """When, strictly after ``after``, the 5.x op batch service writes the pending entries (None: nothing
+    pending).
+
+    5.1.0-5.4.0: the service (``TransactionalOpBatchService.run``) wakes on its own ticks,
+    ``transactionOpBatchInterval`` apart from its start (``batchSendOpMessage`` returns ``startTime +
+    interval`` when it wrote nothing oversize), and at a tick skips a queue written (or whose list was
+    created) less than an interval before. So the entries go out at the first tick at least an interval
+    after the queue's last write: up to an interval after the END when the queue was last written long ago,
+    between one and two intervals after an END that created the list. This is the earliest tick; the broker
+    sets the last write time after the tick's start time (``getOpMessage``), so the tick one interval after
+    a write may find it a few ms short of the interval and leave the entries to the next tick: the checker
+    allows that one tick more (``op_write_window_ms``).
+
+    5.5.0: ``batchSendOpMessage`` also counts the last write of every queue it skips in its wake-up time,
+    so it wakes when a skipped queue becomes due, and once a queue has been idle an interval it returns 0
+    and the service polls without sleeping: the entries go out as soon as the queue is due, an interval
+    after its last write (the END that created the list: an interval after it), or at once.
     rule: transaction/op-batch
     """
     if not state.tx_op_pending or state.tx_op_last_write is None:
         return None
-    return state.tx_op_last_write + OP_BATCH_INTERVAL_MS
+    if state.config.since("5.5.0"):
+        return max(state.tx_op_last_write + OP_BATCH_INTERVAL_MS, after + 1)
+    anchor = state.tx_op_anchor if state.tx_op_anchor is not None else (state.started_at or 0)
+    earliest = max(state.tx_op_last_write + OP_BATCH_INTERVAL_MS, after + 1)
+    k = max(1, -(-(earliest - anchor) // OP_BATCH_INTERVAL_MS))  # ceil: the first tick at or after it
+    return anchor + k * OP_BATCH_INTERVAL_MS
 
 
 def op_service(state: BrokerState, now: int, sem: Semantics) -> BrokerState:
@@ -274,7 +311,7 @@ def op_service(state: BrokerState, now: int, sem: Semantics) -> BrokerState:
     while state.tx_op_pending:
         last = now if state.tx_op_last_write is None else state.tx_op_last_write
         size = sum(len(e) for e in state.tx_op_pending)
-        if size <= OP_MSG_MAX_SIZE and now - last < OP_BATCH_INTERVAL_MS:
+        if size < OP_MSG_MAX_SIZE and now - last < OP_BATCH_INTERVAL_MS:
             break
         taken: list[str] = []
         length = 0

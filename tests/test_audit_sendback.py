@@ -133,6 +133,27 @@ def test_five_x_creates_only_groups_validate_group_accepts(group: str, created: 
     assert isinstance(out, PullResult)
 
 
+@pytest.mark.parametrize(
+    ("release", "group", "created"),
+    [
+        ("5.1.0", "a.b", True),  # 5.0.0-5.1.0: no check before auto-creating
+        ("5.1.0", "g" * 300, True),
+        ("5.1.1", "a.b", False),  # 5.1.1 (#6142): TopicValidator.isTopicOrGroupIllegal
+        ("5.1.1", "g" * 255, True),  # Validators.CHARACTER_MAX_LENGTH: > 255 is refused
+        ("5.1.1", "g" * 256, False),
+        ("5.3.3", "g" * 121, True),
+        ("5.4.0", "g" * 121, False),  # 5.4.0: validateGroup, at most 120
+    ],
+)
+def test_the_group_name_check_by_release(release: str, group: str, created: bool) -> None:
+    """SubscriptionGroupManager.findSubscriptionGroupConfig at 5.0.0-5.3.3 (git tags) and 5.4.0: the check
+    of the name before auto-creating arrives in 5.1.1 and becomes validateGroup in 5.4.0."""
+    m = Model(BrokerConfig(profile=Profile.V5, release=release))
+    state, _sent = sent_with_property(m, 1)
+    _s, out = m.step(state, Pull("T", 0, 0, group=group), 0)
+    assert isinstance(out, PullResult) is created
+
+
 # --- sendback/origin-message-id: UtilAll.isBlank ---------------------------------------------------------
 
 

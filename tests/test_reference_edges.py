@@ -879,8 +879,9 @@ def test_a_check_count_that_is_not_an_integer_reads_as_minus_one() -> None:
 
 
 def test_an_orderly_stop_writes_the_queued_op_entries_and_a_crash_loses_them() -> None:
-    """5.x queues a resolution for its op batch service; the service writes the queue when it is stopped
-    (``TransactionalOpBatchService.onWaitEnd`` on shutdown, 5.5.0), and a crash loses it.
+    """5.x queues a resolution for its op batch service; from 5.1.4 the service's last run when it is stopped
+    (``ServiceThread.shutdown`` waking it: ``onWaitEnd``, ``batchSendOpMessage``) writes the queue only when
+    it is due (an interval after its list was made), and a crash loses it.
     rule: transaction/check-restart, transaction/op-batch"""
     from rmqspec.reference.config import BrokerConfig, Profile
     from rmqspec.reference.constants import OP_TOPIC, TxAction
@@ -903,7 +904,9 @@ def test_an_orderly_stop_writes_the_queued_op_entries_and_a_crash_loses_them() -
     )
     state, _ = model.end_transaction(state, req, 1100)
     assert state.tx_op_pending and not state.store.cq(OP_TOPIC, 0)  # queued, not written yet
-    orderly = model.dispatch(model.restart(state, 1200, orderly=True))
-    crash = model.dispatch(model.restart(state, 1200))
+    early = model.dispatch(model.restart(state, 1200, orderly=True))  # 100 ms after the list: not due
+    orderly = model.dispatch(model.restart(state, 4100, orderly=True))
+    crash = model.dispatch(model.restart(state, 4100))
+    assert not early.store.cq(OP_TOPIC, 0) and not early.tx_op_pending
     assert len(orderly.store.cq(OP_TOPIC, 0)) == 1 and not orderly.tx_op_pending
     assert not crash.store.cq(OP_TOPIC, 0) and not crash.tx_op_pending

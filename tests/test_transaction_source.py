@@ -290,9 +290,50 @@ def test_five_x_check_interval_defaults_to_30_s() -> None:
 
 
 def test_five_x_ops_wait_for_the_batch_service() -> None:
-    """deletePrepareMessage / batchSendOpMessage (5.5.0): the first end creates the queue's context at its
-    time; entries are written as one op transactionOpBatchInterval after the last write."""
-    model = Model(TX5)
+    """TransactionalOpBatchService.run / batchSendOpMessage (5.1.0-5.3.3 read): the service wakes on its own
+    ticks, transactionOpBatchInterval apart from its start, and at a tick skips a queue written (or whose
+    list was created) less than an interval before. The first end creates the queue's context at its time,
+    so its op waits for the first tick at least an interval later: between one and two intervals."""
+    model = Model(attrs.evolve(TX5, release="5.4.0"))
+    state = model.initial()  # the service starts at 0: ticks at 3000, 6000, 9000, ...
+    recs = []
+    for n in range(4):
+        state, r = send(model, state, half(f"K{n}", born=0), 0)
+        recs.append(r)
+    state, out = model.end_transaction(state, end(recs[0], TxAction.COMMIT), 100)
+    assert is_a(out, EndTxOk).op is None and state.tx_op_last_write == 100
+    state, out = model.end_transaction(state, end(recs[2], TxAction.ROLLBACK), 200)
+    # the tick at 3000 is less than an interval after the list was made (100): skipped
+    state, _ = model.advance(state, 200, 2 * OP_BATCH_INTERVAL_MS - 1)
+    assert ops(model, state) == []
+    state, _ = model.advance(state, 2 * OP_BATCH_INTERVAL_MS - 1, 2 * OP_BATCH_INTERVAL_MS)
+    [op] = ops(model, state)
+    assert (op.body, op.store_timestamp, dict(op.properties)) == (
+        b"0,2,",
+        6000,
+        {"TAGS": "d", "WAIT": "true"},
+    )
+    # an end one second after that write: due at 9000, the tick then writes it (two seconds after the end)
+    state, out = model.end_transaction(state, end(recs[1], TxAction.ROLLBACK), 7000)
+    assert is_a(out, EndTxOk).op is None
+    state, _ = model.advance(state, 7000, 8999)
+    assert len(ops(model, state)) == 1
+    state, _ = model.advance(state, 8999, 9000)
+    assert [o.body for o in ops(model, state)] == [b"0,2,", b"1,"]
+    # idle long since that write: an end is written at the next tick, not at once
+    state, out = model.end_transaction(state, end(recs[3], TxAction.ROLLBACK), 13_000)
+    assert is_a(out, EndTxOk).op is None
+    state, _ = model.advance(state, 13_000, 14_999)
+    assert len(ops(model, state)) == 2
+    state, _ = model.advance(state, 14_999, 15_000)
+    assert ops(model, state)[-1].body == b"3,"
+
+
+def test_five_five_ops_go_out_as_soon_as_the_queue_is_due() -> None:
+    """batchSendOpMessage at 5.5.0 counts the last write of each queue it skips in its wake-up time, and an
+    idle service polls without sleeping: the entries are written an interval after the queue's last write
+    (or the END that created the list), or at once when that is past."""
+    model = Model(TX5)  # 5.5.0
     state = model.initial()
     recs = []
     for n in range(3):
@@ -301,19 +342,49 @@ def test_five_x_ops_wait_for_the_batch_service() -> None:
     state, out = model.end_transaction(state, end(recs[0], TxAction.COMMIT), 100)
     assert is_a(out, EndTxOk).op is None and state.tx_op_last_write == 100
     state, out = model.end_transaction(state, end(recs[2], TxAction.ROLLBACK), 200)
-    assert ops(model, state) == []
     state, _ = model.advance(state, 200, 100 + OP_BATCH_INTERVAL_MS - 1)
     assert ops(model, state) == []
     state, _ = model.advance(state, 100 + OP_BATCH_INTERVAL_MS - 1, 100 + OP_BATCH_INTERVAL_MS)
     [op] = ops(model, state)
-    assert (op.body, op.store_timestamp, dict(op.properties)) == (
-        b"0,2,",
-        3100,
-        {"TAGS": "d", "WAIT": "true"},
-    )
-    # idle for 3 s since that write: the service polls, and the next end's op is written at once
+    assert (op.body, op.store_timestamp) == (b"0,2,", 3100)
+    # idle for an interval since that write: the next end's op is written at once
     state, out = model.end_transaction(state, end(recs[1], TxAction.ROLLBACK), 6100)
     assert is_a(is_a(out, EndTxOk).op, Record).body == b"1,"
+
+
+def test_five_x_the_ticks_count_from_the_restart() -> None:
+    """The service's ticks start with it (``wakeupTimestamp = now + interval`` in ``run``): after a restart
+    at 1000 they fall at 4000, 7000, ... (5.1.0-5.4.0)."""
+    model = Model(attrs.evolve(TX5, release="5.4.0"))
+    state, h = send(model, model.initial(), half("K", born=0), 0)
+    state = model.restart(state, 1000)
+    state, _out = model.end_transaction(state, end(h, TxAction.ROLLBACK), 1500)
+    state, _ = model.advance(state, 1500, 6999)
+    assert ops(model, state) == []
+    state, _ = model.advance(state, 6999, 7000)
+    assert [o.store_timestamp for o in ops(model, state)] == [7000]
+
+
+@pytest.mark.parametrize(
+    ("release", "at", "written"),
+    [
+        ("5.1.4", 3100, [b"0,"]),  # due at the stop (3000 ms after the list was made): written
+        ("5.1.4", 3099, []),  # not yet due: the last run skips it, lost
+        ("5.5.0", 3100, [b"0,"]),
+        ("5.1.3", 3100, []),  # 5.1.0-5.1.3 never stop the service: nothing is written by the stop
+    ],
+)
+def test_an_orderly_stop_writes_only_the_entries_already_due(
+    release: str, at: int, written: list[bytes]
+) -> None:
+    """BrokerController.shutdownBasicService (5.1.4+) closes TransactionalMessageServiceImpl before the store:
+    ServiceThread.shutdown wakes the op batch service for one last batchSendOpMessage, which writes a queue
+    only when it was written an interval before (or is oversize). 5.1.0-5.1.3's close() is empty."""
+    model = Model(attrs.evolve(TX5, release=release))
+    state, h = send(model, model.initial(), half("K", born=0), 0)
+    state, _out = model.end_transaction(state, end(h, TxAction.ROLLBACK), 100)
+    state = model.restart(state, at, orderly=True)
+    assert [o.body for o in ops(model, state)] == written and state.tx_op_pending == ()
 
 
 def test_five_x_entries_beyond_the_max_size_are_written_at_once() -> None:

@@ -381,7 +381,9 @@ class ApacheBroker:
     def effective_config(self) -> BrokerConfig:
         """The config the model should judge this broker by: its store host and its release line."""
         host = self.host or "127.0.0.1"
-        return attrs.evolve(self.config, store_host=(host, self.port), profile=self.row.line)
+        return attrs.evolve(
+            self.config, store_host=(host, self.port), profile=self.row.line, release=self.row.version
+        )
 
     def target_profile(self, *, timeout_s: float = 5.0, epsilon_ms: int = 1000) -> TargetProfile:
         """A profile for ``RemotingTarget``: the broker's address and the config it runs with."""

@@ -138,5 +138,5 @@ def apache_target(version: str, profile: Path | None) -> ApacheTarget:
         tp = load_profile(profile, "127.0.0.1:10911")
     except ProfileError as e:
         raise ValueError(str(e)) from None
-    tp = attrs.evolve(tp, config=attrs.evolve(tp.config, profile=row.line))
+    tp = attrs.evolve(tp, config=attrs.evolve(tp.config, profile=row.line, release=row.version))
     return ApacheTarget(row.version, tp, f"apache:{row.version}")

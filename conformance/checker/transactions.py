@@ -25,6 +25,7 @@ from rmqspec.reference.transaction import (
     OP_BATCH_INTERVAL_MS,
     checked_on_rereading,
     may_be_held,
+    op_write_window_ms,
 )
 
 from ..contract import CheckEvent
@@ -72,7 +73,17 @@ class TransactionsMixin(RecordsMixin):
             and self.check_aside(c, e, half, times)
         ):
             return
-        if uniq in self.resolved and self.run_slack_ms and self.checked_before_its_op(c, e, uniq, times):
+        if (
+            uniq in self.resolved
+            and (
+                self.run_slack_ms
+                or (
+                    self.model.semantics.batched_ops()
+                    and op_write_window_ms(self.model.config) > OP_BATCH_INTERVAL_MS
+                )
+            )
+            and self.checked_before_its_op(c, e, uniq, times)
+        ):
             return
         if uniq in self.resolved:
             self.report(
@@ -141,11 +152,16 @@ class TransactionsMixin(RecordsMixin):
             self.note_maybe_discarded(invoked, done, runs)
         self.tx_resynced = set()
         self.tx_up_since = done
-        if not orderly and self.model.semantics.batched_ops():
-            # 5.x writes ops on its op batch service's own 3 s tick (transaction/op-batch): a transaction
-            # ended within one tick before a crash may have its op written or lost, so it may be checked
-            # again or not (the model, which loses it, expects the check; the broker may not make it).
-            since = invoked - OP_BATCH_INTERVAL_MS - self.eps
+        if self.model.semantics.batched_ops():
+            # 5.x writes ops on its op batch service's own 3 s ticks, 5.1.0-5.4.0 at the first tick at least
+            # an interval after the queue's last write or the tick after that, 5.5.0 as soon as the queue is
+            # due (transaction/op-batch): an op is written within op_write_window_ms of its END. A
+            # transaction ended less than that before a crash may have its op written or lost; in an
+            # orderly stop the service goes on until it is stopped (5.1.4+: then one last run writes only
+            # entries already due; 5.1.0-5.1.3 never stop it), so the same holds. It may be checked again
+            # or not (the model, which writes only what was due at the invoke, expects the check of the
+            # rest; the broker may not make it).
+            since = invoked - op_write_window_ms(self.model.config) - self.eps
             lost = {u for u, t in self.resolved_at.items() if since <= t <= invoked}
             self.unsure_ends |= lost
             for u in lost:  # the check of the record the end named (the latest then) may not come
@@ -393,15 +409,20 @@ class TransactionsMixin(RecordsMixin):
         return None
 
     def checked_before_its_op(self, c: CheckEvent, e: Event, uniq: str, times: str | None) -> bool:
-        """On a shared 5.x broker a run may check a message already ended: it spins on other clients' op
-        messages and may reach the record before it has read the op that resolves it (the op queue is
-        read 32 at a time, and 5.x writes ops in batches: transaction/op-batch). Allowed when the check
+        """A 5.1.0-5.4.0 run may check a message already ended before its op is written: the model writes
+        the op at the earliest tick the op batch service can, the broker may write it one tick later
+        (transaction/op-batch: the tick one interval after the queue's last write can find it a few ms
+        short). On a shared 5.x broker, too, a run spins on other clients' op messages and may reach the
+        record before it has read the op that resolves it (the op queue is read 32 at a time). Allowed when
+        the check
         carries the next count of the model's latest half record of ``uniq``; the model then checks it
         too, and follows the broker from there (the copy is not resolved by the original's op).
-        The op was written at most one op-batch interval after the END_TRANSACTION; a run that began
-        after that, reading ops from before it, is judged as the model's runs are.
+        The op was written at most ``op_write_window_ms`` after the END_TRANSACTION (5.1.0-5.4.0: two
+        intervals, the first tick at least an interval after the queue's last write or the next one; 5.5.0:
+        one interval; transaction/op-batch); a run that began after that, reading ops from before it, is
+        judged as the model's runs are.
         rule: transaction/check-resolved"""
-        written_by = self.resolved_at.get(uniq, e.time) + OP_BATCH_INTERVAL_MS
+        written_by = self.resolved_at.get(uniq, e.time) + op_write_window_ms(self.model.config)
         if written_by < e.time - self.run_slack_ms - self.eps:
             return False
         half = self.latest_half(uniq)
