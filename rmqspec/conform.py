@@ -386,10 +386,10 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         target.close()
     v = result.verdict
     history = None
-    if options.save_dir is not None and (v.valid != "pass" or options.chaos):
+    if options.save_dir is not None and (v.status != "pass" or options.chaos):
         options.save_dir.mkdir(parents=True, exist_ok=True)
         path = options.save_dir / f"workload-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
-        save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
+        save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.status})
         history = str(path)
     lost = sum(a.name == "lost-message" and a.cause is None for a in v.anomalies)
     roots = []
@@ -414,7 +414,7 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
             plots = ()
     return WorkloadSummary(
         operations=result.operations,
-        verdict=v.valid,
+        verdict=v.status,
         unknown_operations=unknown,
         anomalies=tuple(roots),
         summary=v.summary(),
@@ -423,7 +423,7 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         restarts=result.restarts,
         acknowledged=result.acknowledged(),
         lost=lost,
-        duplicates_allowed=result.duplicates() if v.valid == "pass" else 0,
+        duplicates_allowed=result.duplicates() if v.status == "pass" else 0,
         seconds=result.seconds,
         plots=plots,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -177,9 +177,16 @@ def root_causes(anomalies: tuple[Anomaly, ...]) -> tuple[RootCause, ...]:
     return tuple(sorted(out, key=lambda r: (r.event < 0, r.event, r.first)))
 
 
+# What a verdict concludes; "unknown" is never a pass.
+Status = Literal["pass", "fail", "unknown"]
+
+
 @attrs.frozen
 class Verdict:
-    valid: str  # "pass", "fail" or "unknown"
+    """The checker's conclusion. Its truth value is whether it passed: ``assert verdict`` fails on a
+    failure and on "unknown"; ``status`` keeps the three-way string."""
+
+    status: Status
     anomalies: tuple[Anomaly, ...]
     consumed: int
     total: int
@@ -188,6 +195,13 @@ class Verdict:
     # How many comparisons with the model were made, per kind (CHECK_KINDS): a pass with nothing
     # checked is "unknown", never "pass".
     checked: Mapping[str, int] = attrs.field(factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def __bool__(self) -> bool:
+        return self.passed
 
     @property
     def root_causes(self) -> tuple[RootCause, ...]:
@@ -200,7 +214,8 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         """Everything: every anomaly (none cut), the root causes first with their consequences."""
         return {
-            "valid": self.valid,
+            "status": self.status,
+            "passed": self.passed,
             "summary": self.summary(),
             "root_causes": [r.to_json(self.anomalies) for r in self.root_causes],
             "anomalies": [a.to_json() for a in self.anomalies],
@@ -215,12 +230,12 @@ class Verdict:
         """One paragraph for a broker's author: what was checked, and what to fix first."""
         checked = ", ".join(f"{kind} {n}" for kind, n in self.checked.items() if n) or "nothing"
         seen = f"{self.consumed} of {self.total} events read; compared with the model: {checked}."
-        if self.valid == "pass":
+        if self.passed:
             text = f"The target behaved as the model allows. {seen}"
             if self.hazards:
                 text += f" Allowed but risky behaviour seen: {'; '.join(self.hazards[:3])}."
             return text
-        if self.valid == "unknown":
+        if self.status == "unknown":
             return f"No verdict: {self.reason}. {seen} Nothing wrong was seen, but this is not a pass."
         roots = self.root_causes
         first = roots[0]
