@@ -58,6 +58,15 @@ __all__ = [
 TargetFactory = Callable[[BrokerConfig], Target]
 
 
+# Every form --target takes: the option's help and the unknown-target error both say it
+# (tests/test_doc_numbers.py holds them to the forms wall_target and target_factory accept).
+TARGET_FORMS = (
+    "reference, mutant:NAME, served[:mutant:NAME|:fault:NAME] (the model served over TCP here), "
+    "remoting://HOST:PORT (any broker), apache:VERSION (a real Apache RocketMQ that rmqspec starts), "
+    "grpc://HOST:PORT[?admin=HOST:PORT] (a 5.x proxy) or apache-proxy:VERSION (the real proxy that rmqspec starts)"
+)
+
+
 class TargetSpecError(ValueError):
     """A --target (or --profile) value that cannot be used; the message names which and why."""
 
@@ -108,10 +117,7 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
                 f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
             )
         return lambda cfg: InProcessTarget(m.model(cfg), name=spec, config=cfg)
-    raise TargetSpecError(
-        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
-        "or apache:VERSION)"
-    )
+    raise TargetSpecError(f"unknown target {spec!r} (use {TARGET_FORMS})")
 
 
 def wall_target(spec: str, profile: Path | None) -> WallTarget:
@@ -150,10 +156,7 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             raise TargetSpecError(str(e)) from None
     if spec.startswith(("grpc://", "apache-proxy:")):
         return grpc_wall_target(spec, profile)
-    raise TargetSpecError(
-        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT, "
-        "apache:VERSION, grpc://HOST:PORT or apache-proxy:VERSION)"
-    )
+    raise TargetSpecError(f"unknown target {spec!r} (use {TARGET_FORMS})")
 
 
 def grpc_wall_target(spec: str, profile: Path | None) -> WallTarget:
@@ -163,8 +166,8 @@ def grpc_wall_target(spec: str, profile: Path | None) -> WallTarget:
         from rmqspec.adapters.grpc.target import GrpcProfile
     except ImportError as e:
         raise TargetSpecError(
-            f"--target {spec!r} needs the gRPC extra (pip install 'rmqspec[grpc]': grpcio, protobuf, "
-            f"rocketmq-python-client): {e}"
+            f"--target {spec!r} needs the gRPC extra (grpcio, protobuf, rocketmq-python-client: "
+            f"pip install '.[grpc]' in a checkout): {e}"
         ) from None
     tp = remoting_profile("remoting://127.0.0.1:1", profile)
     if tp.config.profile is not Profile.V5:
