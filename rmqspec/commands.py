@@ -434,9 +434,9 @@ def faults_cmd(
     try:
         profile = resolve_profile(profile)
     except ProfileError as e:
-        raise _fail(f"--profile {e}") from None
+        raise _fail(f"no profile {e}") from None
     if not profile.is_file():
-        raise _fail(f"--profile {profile}: not a file (give a profile YAML file or a shipped profile's name)")
+        raise _fail(f"no profile {profile}: give --profile FILE or a shipped profile's name (short-levels)")
     runner = FaultRunner(profile=profile, workload_seconds=workload_seconds, report_dir=report_dir)
     start = time.perf_counter()
     names = list(dict.fromkeys(only)) if only else list(zoo.FAULTS)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -16,7 +22,10 @@ from rmqspec.adapters.inprocess import InProcessTarget
 from rmqspec.adapters.remoting.deploy import FixedRemoting, settings_hint
 from rmqspec.adapters.remoting.profile import TargetProfile
 from rmqspec.conformance.contract import Feature, Target
+from rmqspec.conformance.faults import FAULTS
+from rmqspec.conformance.mutants import MUTANTS
 from rmqspec.conformance.scenarios import Scenario, catalogue
+from rmqspec.conformance.specdoc import load_spec
 from rmqspec.conformance.suite import Deployment, WallOptions, run_wall
 from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import Model
@@ -124,3 +133,161 @@ def test_hint_names_broker_start_only_for_a_broker_rmqspec_started(monkeypatch: 
     # Another port: a broker rmqspec did not start.
     other = settings_hint(TargetProfile("localhost", 10999, SHORT))
     assert "did not start" in other and "rmqspec broker start" not in other
+
+
+def _rmqspec(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it with its output to a pipe (not a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rmqspec", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")},
+    )
+
+
+def test_piped_lists_are_plain_one_line_each_and_not_cut() -> None:
+    done = _rmqspec("mutants", "--list")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(MUTANTS)  # rich wrapped long descriptions onto lines of their own at 80
+    for line, name in zip(lines, sorted(MUTANTS), strict=True):
+        assert line.startswith(name) and line.endswith(MUTANTS[name].description), line
+    assert "\x1b[" not in done.stdout
+    scenarios = _rmqspec("scenarios", "list")
+    shown = scenarios.stdout.splitlines()
+    assert len(shown) == len(catalogue())
+    assert all(" rules: " in line for line in shown)  # its help promises the rules
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (("mutants", "--list"), "name"),
+        (("faults", "--list"), "name"),
+        (("scenarios", "list"), "id"),
+    ],
+)
+def test_list_commands_print_json(args: tuple[str, ...], key: str) -> None:
+    done = _rmqspec(*args, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    expected = {"mutants": len(MUTANTS), "faults": len(FAULTS), "scenarios": len(catalogue())}[args[0]]
+    assert len(rows) == expected and all(isinstance(r[key], str) for r in rows)
+
+
+def test_rules_prints_json_with_format() -> None:
+    done = _rmqspec("rules", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["rules"] == len(load_spec().rules)
+
+
+def test_errors_are_one_plain_line_and_an_address_is_not_an_emoji() -> None:
+    bad = _rmqspec("conform", "--target", "remoting://nosuchhost.invalid:123")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: cannot connect to nosuchhost.invalid:123: "), bad.stderr
+    assert len(bad.stderr.splitlines()) == 1 and "\x1b[" not in bad.stderr
+    unknown = _rmqspec("conform", "--target", "nope")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown target 'nope'"), (
+        unknown.stderr
+    )
+
+
+def test_a_corrupt_json_line_is_reported_whole_with_its_column(tmp_path: Path) -> None:
+    """Issue 27 item 8: the decoder's whole message, with line and column, not just its first words."""
+    from rmqspec.conformance.history import HistoryError, load
+    from rmqspec.conformance.trace_format import TraceError, read_jsonl, write_jsonl
+
+    trace = tmp_path / "corrupt.jsonl"
+    write_jsonl(trace, [])
+    with trace.open("a", encoding="utf-8") as fh:
+        fh.write('{"a": "x\ty"}\n')  # a raw tab inside a string
+    with pytest.raises(TraceError) as e:
+        list(read_jsonl(trace))
+    assert str(e.value) == f"{trace}:2: not JSON: Invalid control character at: line 1 column 9 (char 8)"
+    history = tmp_path / "h.jsonl"
+    history.write_text('{"rmqspec_history": 1, "x": "a\tb"}\n', encoding="utf-8")
+    with pytest.raises(HistoryError) as h:
+        load(history)
+    assert str(h.value) == f"{history}:1: not JSON: Invalid control character at: line 1 column 31 (char 30)"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_runs_leave_no_log_in_the_temp_folder(tmp_path: Path) -> None:
+    """Issue 27 item 15: a run that went through leaves no rmqspec-spark-*.log; a failed one keeps its
+    log only when something is in it, and then its error says where."""
+    from rmqspec.conformance.trace_format import rows_of, write_jsonl
+    from rmqspec.conformance.trace_gen import generate_history
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    traces = tmp_path / "t"
+    traces.mkdir()
+    write_jsonl(traces / "a.jsonl", rows_of("h", generate_history(1, 40, make_target=InProcessTarget)))
+    env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"} | {"TMPDIR": str(temp)}
+
+    def verify() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rmqspec", "traces", "verify", str(traces), "--master", "local[1]"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env=env,
+        )
+
+    ok = verify()
+    assert ok.returncode == 0, ok.stdout[-1000:] + ok.stderr[-1000:]
+    assert not list(temp.glob("rmqspec-spark-*.log"))
+    with (traces / "a.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("{broken\n")
+    bad = verify()
+    assert bad.returncode == 2 and "not JSON" in bad.stderr, bad.stderr
+    for kept in temp.glob("rmqspec-spark-*.log"):
+        assert kept.stat().st_size > 0 and str(kept) in bad.stderr
+
+
+def test_traces_verify_warns_when_profile_disagrees_and_history_shows_only_that_one(tmp_path: Path) -> None:
+    """Issue 27 item 7: --profile against the trace's own header is said; --history ID is that history only."""
+    from typer.testing import CliRunner
+
+    from rmqspec.cli import app
+    from rmqspec.conformance.trace_gen import write_traces
+
+    out = tmp_path / "t"
+    write_traces(
+        out, histories=6, events=120, seed=3, files=1, workers=1, make_target=InProcessTarget, fmt="jsonl"
+    )
+    runner = CliRunner()
+    agree = runner.invoke(
+        app, ["traces", "verify", str(out), "--engine", "local", "--profile", "short-levels"]
+    )
+    assert "disagrees" not in agree.output, agree.output
+    differ = runner.invoke(app, ["traces", "verify", str(out), "--engine", "local", "--profile", "default"])
+    assert "warning: --profile disagrees with the settings" in differ.output, differ.output
+    assert "messageDelayLevel 1s 5s 10s" in differ.output and "(the trace: 1s 2s 3s" in differ.output
+
+    bad = tmp_path / "bad"
+    write_traces(
+        bad,
+        histories=6,
+        events=120,
+        seed=3,
+        files=1,
+        workers=1,
+        make_target=InProcessTarget,
+        fmt="jsonl",
+        mutant="delay-ignored",
+    )
+    whole = runner.invoke(app, ["traces", "verify", str(bad), "--engine", "local"])
+    failed = re.search(r"failed histories \(\d+\): (\S+?)[,\s]", whole.output)
+    assert whole.exit_code == 1 and failed, whole.output
+    one = failed.group(1)
+    others = {h for h in re.findall(r" in (\S+): ", whole.output)} - {one}
+    assert others, whole.output  # other failing histories whose anomalies --history must leave out
+    only = runner.invoke(app, ["traces", "verify", str(bad), "--engine", "local", "--history", one])
+    assert only.exit_code == 1 and f"history {one}: FAIL" in only.output, only.output
+    assert f" in {one}: " in only.output
+    assert not any(f" in {h}: " in only.output for h in others)
