@@ -276,7 +276,7 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
         if r.outcome == "skip":
             out.print(f"[dim]SKIP[/dim] {escape(r.scenario.id)}: {escape(r.reason)}")
     for hint in rep.hints:  # once per run: what to do about the skips for settings
-        out.print(f"[dim]to run the scenarios skipped for their settings:[/dim] {escape(hint)}")
+        out.print(f"[dim]skipped for their settings:[/dim] {escape(hint)}")
     for rule, why in rep.hazards.items():
         out.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
     if rep.probe is not None:
