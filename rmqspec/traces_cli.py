@@ -226,7 +226,7 @@ def verify_cmd(
     ):
         console.print(f"history {escape(history)}: no anomaly")
     for h, rule, name, message in shown[:20]:
-        console.print(f"[red]{escape(name)}[/red] [{escape(rule)}] in {escape(h)}: {escape(message)}")
+        console.print(f"[red]{escape(name)}[/red] {escape(f'[{rule}]')} in {escape(h)}: {escape(message)}")
     if len(shown) > 20:
         console.print(f"... {len(shown) - 20} more (all of them in --report)")
     if result.failed and history is None:
