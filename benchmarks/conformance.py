@@ -86,7 +86,7 @@ def _shrunk_length(name: str, examples: int) -> int | None:
     last = [0]
 
     def note(v: Verdict, invokes: int) -> None:
-        if v.valid == "fail" or v.anomalies:
+        if v.status == "fail" or v.anomalies:
             last[0] = invokes
 
     def target(cfg: BrokerConfig) -> InProcessTarget:

@@ -129,7 +129,7 @@ def load(path: Path) -> tuple[dict[str, Any], list[Event]]:
     try:
         meta = json.loads(lines[0])
     except json.JSONDecodeError as e:
-        raise HistoryError(f"{path}:1: not JSON: {e.msg}") from None
+        raise HistoryError(f"{path}:1: not JSON: {e}") from None
     if not isinstance(meta, dict) or "rmqspec_history" not in meta:
         raise HistoryError(f'{path}:1: not an rmqspec history header (no "rmqspec_history" version)')
     if meta["rmqspec_history"] not in READABLE_VERSIONS:

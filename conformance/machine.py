@@ -239,7 +239,7 @@ def conformance_machine(
                     verdict = self.checker.finish()
                     if on_verdict is not None:
                         on_verdict(verdict, len([e for e in self.target.events if e.type == "invoke"]))
-                    if verdict.valid == "fail":
+                    if verdict.status == "fail":
                         self.fail()
             finally:
                 self.target.close()

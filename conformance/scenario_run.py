@@ -519,7 +519,7 @@ class _Runner:
         result = attrs.evolve(result, history=tuple(self.rec.events))
 
         verdict = check_history(self.rec.events, self.initial_config, epsilon_ms=self.eps, shared=self.shared)
-        if verdict.valid == "fail":
+        if verdict.status == "fail":
             # Root causes only: what follows from a cause is counted under it, not reported as a cause.
             for root in verdict.root_causes:
                 event = self.rec.events[root.event] if 0 <= root.event < len(self.rec.events) else None

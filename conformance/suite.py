@@ -488,6 +488,8 @@ class Report:
     settings: dict[str, Any] = attrs.field(factory=dict)
     probe: ProbeResult | None = None  # the wire probe (remoting targets), run at the start
     lacks: frozenset[str] = frozenset()  # capabilities the target declares it does not offer (Feature values)
+    # What to do about the scenarios skipped for their settings: said once per run, not on every skip.
+    hints: tuple[str, ...] = ()
 
     @property
     def protocol(self) -> tuple[Diagnosis, ...]:
@@ -737,6 +739,7 @@ class Report:
             "workload": None if self.workload is None else self.workload.to_json(),
             "rules": self.by_rule(),
             "hazards": self.hazards,
+            "hints": list(self.hints),
             "scenarios": [
                 {
                     "id": r.scenario.id,
@@ -943,11 +946,24 @@ def run_wall(
         for s in batch:
             finished(ScenarioResult(s, outcome, reason))
 
+    hints: dict[str, None] = {}  # what the target says about settings it cannot have, once each
+
+    def cannot_deploy(batch: Sequence[Scenario], e: CannotDeploy) -> None:
+        """Each skip says what its scenario needs; what to do about it is said once (Report.hints)."""
+        for s in batch:
+            need = s.unmet_settings(wt.config)
+            if need is None:
+                finished(ScenarioResult(s, "skip", str(e)))
+            else:
+                with lock:
+                    hints.setdefault(str(e))
+                finished(ScenarioResult(s, "skip", need))
+
     def other_group(cfg: BrokerConfig, batch: Sequence[Scenario]) -> None:
         try:
             other = wt.open(cfg)
         except CannotDeploy as e:
-            each(batch, "skip", f"{batch[0].unmet_settings(wt.config) or 'other settings'}; {e}")
+            cannot_deploy(batch, e)
             return
         except TargetError as e:
             each(batch, "unknown", f"a broker with these settings could not be started: {e}")
@@ -961,7 +977,7 @@ def run_wall(
         try:
             dep = wt.open(cfg, exclusive=True, skewable=Feature.CLOCK_SKEW in s.features)
         except CannotDeploy as e:
-            each([s], "skip", str(e))
+            cannot_deploy([s], e)
             return
         except TargetError as e:
             each([s], "unknown", f"a broker of its own could not be started: {e}")
@@ -1062,6 +1078,7 @@ def run_wall(
         workload=summary,
         probe=probed[0] if probed else None,
         lacks=frozenset(f.value for f in REQUEST_FEATURES.values() if f not in wt.features),
+        hints=tuple(hints),
         settings={
             "epsilon_ms": eps,
             "max_wait_ms": options.max_wait_ms,

@@ -271,7 +271,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         try:
             meta = json.loads(header)
         except json.JSONDecodeError as e:
-            raise TraceError(f"{path}:1: not JSON: {e.msg}") from None
+            raise TraceError(f"{path}:1: not JSON: {e}") from None
         if not isinstance(meta, dict) or meta.get("rmqspec_trace") != SCHEMA_VERSION:
             raise TraceError(f"{path}:1: not an rmqspec trace header (schema version {SCHEMA_VERSION})")
         for n, line in enumerate(fh, start=2):
@@ -280,7 +280,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise TraceError(f"{path}:{n}: not JSON: {e.msg}") from None
+                raise TraceError(f"{path}:{n}: not JSON: {e}") from None
             yield _check_row(row, f"{path}:{n}")
 
 

@@ -157,7 +157,7 @@ def check_file(path: str, eps: int, config: BrokerConfig = TRACE_CONFIG) -> Iter
         return {
             "file": path,
             "history_id": hid,
-            "verdict": v.valid,
+            "verdict": v.status,
             "rows": len(rs),
             "events": v.total,
             "anomalies": json.dumps([[a.rule, a.name, a.message] for a in v.anomalies]),

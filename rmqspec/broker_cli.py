@@ -12,14 +12,15 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from rmqspec.console import make_console
 
 if TYPE_CHECKING:
     from rmqspec.adapters.apache.launcher import Isolation
 
-console = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+console = make_console()
+err = make_console(stderr=True)
 broker_app = typer.Typer(
     help="Real Apache RocketMQ brokers from Maven Central: fetch, start, stop, status, record.",
     no_args_is_help=True,
@@ -117,7 +118,10 @@ def start_cmd(
     version: VersionOpt = None,
     profile: Annotated[
         Path | None,
-        typer.Option("--profile", help="target profile (YAML) whose broker settings become broker.conf"),
+        typer.Option(
+            "--profile",
+            help="target profile (a YAML file, or a shipped one by name: short-levels) whose broker settings become broker.conf",
+        ),
     ] = None,
     store: StoreOpt = None,
     port: Annotated[

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from rmqspec import __version__
 from rmqspec.conformance.specdoc import SpecError
+from rmqspec.console import Format, FormatOpt, make_console
 from rmqspec.rules import RuleTrace, Traceability, default_root, scan
 
 __all__ = ["app", "build_app", "main", "rules_cmd"]
@@ -25,7 +25,7 @@ __all__ = ["app", "build_app", "main", "rules_cmd"]
 
 def _error(message: str) -> typer.Exit:
     """Print a one-line error on stderr; the caller raises the returned exit (code 2)."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}")
+    make_console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(2)
 
 
@@ -44,8 +44,10 @@ def rules_cmd(
         ),
     ] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help="print the traceability as JSON instead of a table")
+        bool,
+        typer.Option("--json", help="print the traceability as JSON instead of a table (= --format json)"),
     ] = False,
+    fmt: FormatOpt = Format.TEXT,
     sources: Annotated[
         bool,
         typer.Option(
@@ -61,6 +63,7 @@ def rules_cmd(
     ] = None,
 ) -> None:
     """Every spec rule, the code that implements it and the checks that cover it."""
+    as_json = as_json or fmt is Format.JSON
     root = default_root() if root is None else root
     if not root.is_dir():
         raise _error(f"{root}: no such directory")
@@ -102,7 +105,7 @@ def _chosen(trace: Traceability, rule_id: str | None, grep: str | None) -> list[
 
 
 def _print_rule(t: RuleTrace) -> None:
-    out = Console(soft_wrap=True)
+    out = make_console()
     d = t.details()
     out.print(f"[bold]{escape(t.id)}[/bold]  ({escape(d['file'])})")
     out.print(f"Versions: {escape(d['versions'])}")
@@ -117,9 +120,7 @@ def _print_rule(t: RuleTrace) -> None:
 
 
 def _print_rules(trace: Traceability, problems: list[str]) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 160))  # a log or a pipe: do not cut the lines at 80
+    console = make_console()  # a log or a pipe: plain, not cut at 80 columns
     table = Table(title=f"spec rules ({escape(str(trace.root))})")
     id_width = max((len(t.id) for t in trace.rules), default=4)
     show_versions = console.width >= id_width + 100  # a narrow terminal: the versions are in --json
@@ -140,7 +141,7 @@ def _print_rules(trace: Traceability, problems: list[str]) -> None:
         versions = [escape(_short_versions(t.rule.versions))] if show_versions else []
         table.add_row(escape(t.id), *versions, impl, cov)
     console.print(table)
-    out = Console(soft_wrap=True)
+    out = make_console()
     for w in trace.warnings():
         out.print(f"[yellow]warning:[/yellow] {escape(w)}")
     for p in problems:

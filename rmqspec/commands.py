@@ -17,15 +17,24 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rmqspec.adapters.inprocess import WallClockTarget
-from rmqspec.conform import FaultRunner, Report, TargetSpecError, conform, fault_matrix, kill_matrix
+from rmqspec.conform import (
+    TARGET_FORMS,
+    FaultRunner,
+    Report,
+    TargetSpecError,
+    conform,
+    fault_matrix,
+    kill_matrix,
+)
 from rmqspec.conformance import faults as zoo
 from rmqspec.conformance.kill import summary as kill_summary
 from rmqspec.conformance.mutants import MUTANTS
 from rmqspec.conformance.scenarios import Scenario, ScenarioError, catalogue, dump
 from rmqspec.conformance.wireprobe import FaultProxy, Faulty
+from rmqspec.console import Format, FormatOpt, make_console
 
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err = make_console(stderr=True)
 
 
 def _progress() -> Progress:
@@ -37,6 +46,7 @@ def _progress() -> Progress:
         TextColumn("{task.fields[item]}"),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # a pipe or a log: no bar, and no blank line where it was
     )
 
 
@@ -48,10 +58,7 @@ def _fail(message: str) -> typer.Exit:
 def conform_cmd(
     target: Annotated[
         str,
-        typer.Option(
-            help="reference, mutant:NAME, served[:mutant:NAME] (the model served over TCP here), "
-            "remoting://HOST:PORT (any broker) or apache:VERSION (a real Apache RocketMQ that rmqspec starts)"
-        ),
+        typer.Option(help=TARGET_FORMS),
     ] = "reference",
     report: Annotated[Path | None, typer.Option(help="write the full report as JSON")] = None,
     junit: Annotated[Path | None, typer.Option(help="write a JUnit XML report")] = None,
@@ -69,7 +76,7 @@ def conform_cmd(
     profile: Annotated[
         Path | None,
         typer.Option(
-            help="target profile (YAML): the broker's settings and features; logical targets run under its settings"
+            help="target profile (a YAML file, or a shipped one by name: short-levels): the broker's settings and features; logical targets run under its settings"
         ),
     ] = None,
     workload_seconds: Annotated[
@@ -158,8 +165,37 @@ def conform_cmd(
         rep.write_json(report)
     if junit:
         rep.write_junit(junit)
+    settings = _settings_line(profile, target)
+    if settings:  # what the run judged by: above all, the defaults a run without --profile assumed
+        _out().print(escape(settings))
     _print_report(rep, report)
     raise typer.Exit(rep.exit_code)
+
+
+def _settings_line(profile: Path | None, target: str) -> str | None:
+    """Which settings a run judges by: the profile's, or, without --profile, the defaults it assumed
+    (None: a profile or target that cannot be read; the run says why)."""
+    import attrs
+
+    from rmqspec.adapters.apache.versions import UnknownVersion, pinned
+    from rmqspec.adapters.remoting.profile import ProfileError, load_profile, resolve_profile
+    from rmqspec.conformance.suite import broker_settings
+
+    try:
+        path = None if profile is None else resolve_profile(profile)
+        tp = load_profile(path, "127.0.0.1:10911")
+        if target.startswith(("apache:", "apache-proxy:")):  # as apache_target: the version's line
+            line = pinned(target.partition(":")[2]).line
+            tp = attrs.evolve(tp, config=attrs.evolve(tp.config, profile=line))
+    except (ProfileError, UnknownVersion):
+        return None
+    shown = ", ".join(f"{k}={v}" for k, v in broker_settings(tp.config).items())
+    if path is None:
+        return (
+            f"no --profile: assuming RocketMQ's defaults ({shown}; epsilon {tp.epsilon_ms} ms); "
+            "give --profile NAME or FILE when the broker runs with other settings"
+        )
+    return f"profile: {tp.name or path.stem} ({path}): {shown}; epsilon {tp.epsilon_ms} ms"
 
 
 def _error_report(report: Path, target: str, code: int, error: str) -> None:
@@ -185,7 +221,7 @@ def _select(scenarios: list[Scenario], wanted: list[str] | None) -> list[Scenari
 def _out() -> Console:
     """The console for reports: no wrapping when the output is a log or a pipe (CI), so that ids and
     messages stay on one line each."""
-    return console if console.is_terminal else Console(soft_wrap=True, width=max(console.width, 200))
+    return console
 
 
 def _print_root_causes(rep: Report, out: Console) -> None:
@@ -244,6 +280,8 @@ def _print_report(rep: Report, report: Path | None = None) -> None:
     for r in rep.scenarios:
         if r.outcome == "skip":
             out.print(f"[dim]SKIP[/dim] {escape(r.scenario.id)}: {escape(r.reason)}")
+    for hint in rep.hints:  # once per run: what to do about the skips for settings
+        out.print(f"[dim]skipped for their settings:[/dim] {escape(hint)}")
     for rule, why in rep.hazards.items():
         out.print(f"[yellow]hazard[/yellow] {escape(rule)}: {escape(why)}")
     if rep.probe is not None:
@@ -284,12 +322,26 @@ def mutants_cmd(
     only: Annotated[list[str] | None, typer.Option("--only", help="run only these mutants")] = None,
     report: Annotated[Path | None, typer.Option(help="write the kill matrix as JSON")] = None,
     workers: Annotated[int, typer.Option(help="processes to run mutants in")] = 2,
+    fmt: FormatOpt = Format.TEXT,
 ) -> None:
     """Run the suite against every mutant; exit 1 unless each is killed by a failure naming its rule."""
     if list_only:
+        if fmt is Format.JSON:
+            listed = [
+                {
+                    "name": n,
+                    "rule": m.rule,
+                    "kind": m.kind,
+                    "symptoms": list(m.symptoms),
+                    "description": m.description,
+                }
+                for n, m in sorted(MUTANTS.items())
+            ]
+            typer.echo(json.dumps(listed, indent=2, ensure_ascii=False))
+            raise typer.Exit(0)
         for name in sorted(MUTANTS):
             m = MUTANTS[name]
-            console.print(f"{name:36} {m.rule:32} {m.kind:8} {m.description}")
+            console.print(escape(f"{name:36} {m.rule:32} {m.kind:8} {m.description}"))
         raise typer.Exit(0)
     unknown = [n for n in (only or []) if n not in MUTANTS]
     if unknown:
@@ -341,7 +393,10 @@ def faults_cmd(
     list_only: Annotated[bool, typer.Option("--list", help="list the faults and exit")] = False,
     only: Annotated[list[str] | None, typer.Option("--only", help="run only these faults")] = None,
     profile: Annotated[
-        Path, typer.Option(help="target profile (YAML): the settings each faulty broker is served with")
+        Path,
+        typer.Option(
+            help="target profile (a YAML file, or a shipped one by name: short-levels): the settings each faulty broker is served with"
+        ),
     ] = Path("profiles/short-levels.yaml"),
     workload_seconds: Annotated[float, typer.Option(help="seconds of workload in each run")] = 10.0,
     workers: Annotated[int, typer.Option(help="faults run at once, each in a process of its own")] = 3,
@@ -363,6 +418,7 @@ def faults_cmd(
         list[str] | None,
         typer.Option("--combo", help="a named combination (go-broker, ...) or SEED:INDEX, graded"),
     ] = None,
+    fmt: FormatOpt = Format.TEXT,
 ) -> None:
     """Run the whole suite over TCP against every broken broker of the zoo (`rmqspec serve --fault NAME`)
     and print the matrix; exit 0 only if every fault is diagnosed right: its rule named as the first root
@@ -374,17 +430,37 @@ def faults_cmd(
         _combos(random_n, seed or [1], combo or [], profile, workload_seconds, workers, report, report_dir)
         return
     if list_only:
+        if fmt is Format.JSON:
+            listed = [
+                {
+                    "name": name,
+                    "kind": f.kind,
+                    "rule": f.rule,
+                    "expect": f.expect,
+                    "symptoms": list(f.symptoms),
+                    "description": f.description,
+                }
+                for name, f in zoo.FAULTS.items()
+            ]
+            typer.echo(json.dumps(listed, indent=2, ensure_ascii=False))
+            raise typer.Exit(0)
         for name, f in zoo.FAULTS.items():
             expect = f.rule if f.expect == "fail" else "unknown (exit 3)"
-            _out().print(f"{name:28} {f.kind:10} {expect:30} {escape(f.description)}")
+            _out().print(escape(f"{name:28} {f.kind:10} {expect:30} {f.description}"))
         raise typer.Exit(0)
     unknown = [n for n in (only or []) if n not in zoo.FAULTS]
     if unknown:
         raise _fail(f"unknown fault(s): {', '.join(unknown)} (`rmqspec faults --list` shows the names)")
     if workers < 1:
         raise _fail("--workers must be at least 1")
+    from rmqspec.adapters.remoting.profile import ProfileError, resolve_profile
+
+    try:
+        profile = resolve_profile(profile)
+    except ProfileError as e:
+        raise _fail(f"no profile {e}") from None
     if not profile.is_file():
-        raise _fail(f"no profile {profile}: give --profile FILE (the repo's is profiles/short-levels.yaml)")
+        raise _fail(f"no profile {profile}: give --profile FILE or a shipped profile's name (short-levels)")
     runner = FaultRunner(profile=profile, workload_seconds=workload_seconds, report_dir=report_dir)
     start = time.perf_counter()
     names = list(dict.fromkeys(only)) if only else list(zoo.FAULTS)
@@ -527,14 +603,29 @@ def scenarios_dump(
 
 
 @scenarios_app.command("list")
-def scenarios_list() -> None:
-    """List scenario ids with their rules and features."""
+def scenarios_list(fmt: FormatOpt = Format.TEXT) -> None:
+    """List scenario ids with their rules and features, one line each."""
     try:
         scenarios = catalogue()
     except ScenarioError as e:
         raise _fail(str(e)) from None
+    if fmt is Format.JSON:
+        rows = [
+            {
+                "id": s.id,
+                "rules": list(s.rules),
+                "features": sorted(f.value for f in s.features),
+                "source": s.source,
+            }
+            for s in scenarios
+        ]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
     for s in scenarios:
-        console.print(f"{s.id:60} {', '.join(sorted(f.value for f in s.features))}")
+        features = ", ".join(sorted(f.value for f in s.features))
+        console.print(
+            escape(f"{s.id}  rules: {', '.join(s.rules)}" + (f"  features: {features}" if features else ""))
+        )
 
 
 def serve_cmd(
@@ -549,7 +640,10 @@ def serve_cmd(
         ),
     ] = None,
     profile: Annotated[
-        Path | None, typer.Option(help="target profile (YAML) whose broker settings the served model uses")
+        Path | None,
+        typer.Option(
+            help="target profile (a YAML file, or a shipped one by name: short-levels) whose broker settings the served model uses"
+        ),
     ] = None,
     seconds: Annotated[
         float | None, typer.Option(help="stop after this many seconds (default: never)")
@@ -669,7 +763,7 @@ def java_workload_cmd(
         out.print(f"history: {save}")
     if report is not None:
         report.write_text(json.dumps(res.verdict.to_json(), indent=2) + "\n", encoding="utf-8")
-    raise typer.Exit({"pass": 0, "fail": 1}.get(res.verdict.valid, 3))
+    raise typer.Exit({"pass": 0, "fail": 1}.get(res.verdict.status, 3))
 
 
 def register(app: typer.Typer) -> None:

@@ -61,6 +61,15 @@ __all__ = [
 TargetFactory = Callable[[BrokerConfig], Target]
 
 
+# Every form --target takes: the option's help and the unknown-target error both say it
+# (tests/test_doc_numbers.py holds them to the forms wall_target and target_factory accept).
+TARGET_FORMS = (
+    "reference, mutant:NAME, served[:mutant:NAME|:fault:NAME] (the model served over TCP here), "
+    "remoting://HOST:PORT (any broker), apache:VERSION (a real Apache RocketMQ that rmqspec starts), "
+    "grpc://HOST:PORT[?admin=HOST:PORT] (a 5.x proxy) or apache-proxy:VERSION (the real proxy that rmqspec starts)"
+)
+
+
 class TargetSpecError(ValueError):
     """A --target (or --profile) value that cannot be used; the message names which and why."""
 
@@ -111,10 +120,7 @@ def target_factory(spec: str, profile: Path | None = None) -> TargetFactory:
                 f"mutant {name!r} is a fault on the served wire: use --target served:mutant:{name}"
             )
         return lambda cfg: InProcessTarget(m.model(cfg), name=spec, config=cfg)
-    raise TargetSpecError(
-        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT "
-        "or apache:VERSION)"
-    )
+    raise TargetSpecError(f"unknown target {spec!r} (use {TARGET_FORMS})")
 
 
 def wall_target(spec: str, profile: Path | None) -> WallTarget:
@@ -162,10 +168,7 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             raise TargetSpecError(str(e)) from None
     if spec.startswith(("grpc://", "apache-proxy:")):
         return grpc_wall_target(spec, profile)
-    raise TargetSpecError(
-        f"unknown target {spec!r} (use reference, mutant:NAME, served[:mutant:NAME], remoting://HOST:PORT, "
-        "apache:VERSION, grpc://HOST:PORT or apache-proxy:VERSION)"
-    )
+    raise TargetSpecError(f"unknown target {spec!r} (use {TARGET_FORMS})")
 
 
 def grpc_wall_target(spec: str, profile: Path | None) -> WallTarget:
@@ -175,8 +178,8 @@ def grpc_wall_target(spec: str, profile: Path | None) -> WallTarget:
         from rmqspec.adapters.grpc.target import GrpcProfile
     except ImportError as e:
         raise TargetSpecError(
-            f"--target {spec!r} needs the gRPC extra (pip install 'rmqspec[grpc]': grpcio, protobuf, "
-            f"rocketmq-python-client): {e}"
+            f"--target {spec!r} needs the gRPC extra (grpcio, protobuf, rocketmq-python-client: "
+            f"pip install '.[grpc]' in a checkout): {e}"
         ) from None
     tp = remoting_profile("remoting://127.0.0.1:1", profile)
     if tp.config.profile is not Profile.V5:
@@ -398,10 +401,10 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         target.close()
     v = result.verdict
     history = None
-    if options.save_dir is not None and (v.valid != "pass" or options.chaos):
+    if options.save_dir is not None and (v.status != "pass" or options.chaos):
         options.save_dir.mkdir(parents=True, exist_ok=True)
         path = options.save_dir / f"workload-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
-        save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.valid})
+        save(result.events, path, {"target": name, "epsilon_ms": eps, "verdict": v.status})
         history = str(path)
     lost = sum(a.name == "lost-message" and a.cause is None for a in v.anomalies)
     roots = []
@@ -426,7 +429,7 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
             plots = ()
     return WorkloadSummary(
         operations=result.operations,
-        verdict=v.valid,
+        verdict=v.status,
         unknown_operations=unknown,
         anomalies=tuple(roots),
         summary=v.summary(),
@@ -435,7 +438,7 @@ def _workload(dep: Deployment, eps: int, options: WallOptions, name: str) -> Wor
         restarts=result.restarts,
         acknowledged=result.acknowledged(),
         lost=lost,
-        duplicates_allowed=result.duplicates() if v.valid == "pass" else 0,
+        duplicates_allowed=result.duplicates() if v.status == "pass" else 0,
         seconds=result.seconds,
         plots=plots,
     )

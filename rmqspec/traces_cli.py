@@ -7,20 +7,21 @@ import json
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from rmqspec.conformance.mutants import MUTANTS
 from rmqspec.conformance.trace_format import TraceError
+from rmqspec.console import make_console
 
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err = make_console(stderr=True)
 traces_app = typer.Typer(help="Traces: generate histories, verify them at scale.", no_args_is_help=True)
 
 ENGINES = ("rdd", "pandas", "local", "pool")
@@ -29,25 +30,37 @@ MODES = ("whole", "keyed")
 
 @contextlib.contextmanager
 def _stderr_to_file() -> Iterator[Path]:
-    """File descriptor 2 (inherited by the JVM Spark starts) to a log file while Spark runs."""
-    log = Path(tempfile.mkstemp(prefix="rmqspec-spark-", suffix=".log")[1])
+    """File descriptor 2 (inherited by the JVM Spark starts) to a log file while Spark runs. Nothing is
+    left in the temp folder by a run that went through, nor by an empty log; a failed run keeps a log
+    with something in it, and its error names it (``_kept``)."""
+    fd, name = tempfile.mkstemp(prefix="rmqspec-spark-", suffix=".log")
+    log = Path(name)
     sys.stderr.flush()
     saved = os.dup(2)
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 2)
     os.close(fd)
+    went_through = False
     try:
         yield log
+        went_through = True
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+        with contextlib.suppress(OSError):
+            if went_through or log.stat().st_size == 0:
+                log.unlink()
+
+
+def _kept(log: Path | None) -> str:
+    """Where Spark's log of a failed run is, when it was kept (said after the error)."""
+    return f" (Spark's log: {log})" if log is not None and log.is_file() else ""
 
 
 def _missing_extra(e: ModuleNotFoundError) -> str:
     return (
-        f"traces need the spark extra ({e.name} is not installed): pip install 'rmqspec[spark]' "
-        "(from a checkout: pip install -e '.[spark]')"
+        f"traces need the spark extra ({e.name} is not installed): in a checkout, pip install '.[spark]' "
+        "(rmqspec is not on PyPI yet)"
     )
 
 
@@ -130,7 +143,7 @@ def verify_cmd(
     profile: Annotated[
         Path | None,
         typer.Option(
-            help="the broker settings to judge by (a target profile YAML)  [default: the settings the trace "
+            help="the broker settings to judge by (a target profile: a YAML file, or a shipped one by name)  [default: the settings the trace "
             "records, else the generator's]"
         ),
     ] = None,
@@ -153,6 +166,9 @@ def verify_cmd(
         except ProfileError as e:
             raise _fail(str(e)) from None
 
+    if config is not None:
+        for line in _disagreements(path, config):
+            err.print(f"[yellow]warning:[/yellow] {escape(line)}")
     if engine not in ENGINES:
         raise _fail(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
     if mode not in MODES:
@@ -169,9 +185,14 @@ def verify_cmd(
         else:
             result = verify(path, mode=mode, engine=engine, master=master, eps=epsilon, config=config)
     except TraceError as e:
-        raise _fail(
-            f"{e}" + (f" (Spark's log: {spark_log})" if spark_log and "Spark" in str(e) else "")
-        ) from None
+        raise _fail(f"{e}{_kept(spark_log)}") from None
+    except (
+        Exception
+    ) as e:  # Spark itself failed (a master it cannot reach, a JVM that died): said, with its log
+        if spark_log is None:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise _fail(f"Spark failed: {type(e).__name__}: {first}{_kept(spark_log)}") from None
     table = Table(
         title=f"rmqspec traces verify ({mode}, {engine}, {master if engine in ('rdd', 'pandas') else 'no Spark'})"
     )
@@ -194,9 +215,10 @@ def verify_cmd(
         f"{result.config.get('transactionTimeOut')} ms, transactionCheckInterval "
         f"{result.config.get('transactionCheckInterval')} ms, transactionCheckMax {result.config.get('transactionCheckMax')}"
     )
-    for rule, n in result.by_rule.items():
-        console.print(f"[red]{n:6}[/red] {escape(rule)}")
     shown = [a for a in result.anomalies if history is None or a[0] == history]
+    by_rule = result.by_rule if history is None else dict(Counter(a[1] for a in shown).most_common())
+    for rule, n in by_rule.items():
+        console.print(f"[red]{n:6}[/red] {escape(rule)}")
     if (
         history is not None
         and not any(a[0] == history for a in result.anomalies)
@@ -204,7 +226,7 @@ def verify_cmd(
     ):
         console.print(f"history {escape(history)}: no anomaly")
     for h, rule, name, message in shown[:20]:
-        console.print(f"[red]{escape(name)}[/red] [{escape(rule)}] in {escape(h)}: {escape(message)}")
+        console.print(f"[red]{escape(name)}[/red] {escape(f'[{rule}]')} in {escape(h)}: {escape(message)}")
     if len(shown) > 20:
         console.print(f"... {len(shown) - 20} more (all of them in --report)")
     if result.failed and history is None:
@@ -222,8 +244,34 @@ def verify_cmd(
     if result.rows_read != result.rows_checked:
         err.print(f"[red]error:[/red] {result.rows_read} rows read but {result.rows_checked} checked")
         raise typer.Exit(1)
+    if history is not None:  # that history's verdict only
+        one_passed = history not in result.failed and not shown
+        console.print(
+            f"history {escape(history)}: " + ("[green]PASS[/green]" if one_passed else "[red]FAIL[/red]")
+        )
+        raise typer.Exit(0 if one_passed else 1)
     console.print("[green]PASS[/green]" if result.passed else "[red]FAIL[/red]")
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _disagreements(path: Path, config: Any) -> list[str]:
+    """Where --profile's settings differ from those the trace records in its header (one line each)."""
+    from rmqspec.conformance.suite import broker_settings
+    from rmqspec.conformance.trace_format import recorded_config, trace_files
+
+    try:
+        files = trace_files(path)
+        recorded = recorded_config(Path(files[0])) if files else None
+    except (TraceError, OSError):
+        return []  # the run itself says what is wrong with the input
+    if recorded is None or recorded == config:
+        return []
+    mine, theirs = broker_settings(config), broker_settings(recorded)
+    differ = [f"{k} {mine[k]} (the trace: {theirs.get(k)})" for k in mine if mine[k] != theirs.get(k)]
+    return [
+        f"--profile disagrees with the settings {files[0]} records: {'; '.join(differ) or 'other settings'}; "
+        "judging by --profile, so anomalies may come from the settings, not the broker"
+    ]
 
 
 def register(app: typer.Typer) -> None:

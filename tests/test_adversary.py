@@ -3,7 +3,7 @@
 
 * every source history passes as it is (else a rejection would say nothing);
 * a fixed corpus (tests/fixtures/adversary/, one perturbation of each kind on each kind of source, made
-  by its make.py) is replayed on every run;
+  by its make_corpus.py) is replayed on every run;
 * a Hypothesis search over sources, kinds and places (slow mark, still run in CI), and a seeded sweep of
   at least ``SWEEP`` perturbations that counts each kind, so a kind that stops finding places fails.
 Restarts are out of scope here: a history is perturbed only before its first restart (the restart
@@ -78,8 +78,8 @@ def _corpus_params() -> list[object]:
     for p in _corpus():
         meta = json.loads(p.read_text(encoding="utf-8").splitlines()[0])["adversary"]
         hole = _hole(meta["kind"], meta["source"], meta.get("target", ""))
-        # made.py recorded how the checker judged it when the corpus was written: a hole stays a strict
-        # expected failure until the checker closes it (then make.py is run again)
+        # make_corpus.py recorded how the checker judged it when the corpus was written: a hole stays a strict
+        # expected failure until the checker closes it (then make_corpus.py is run again)
         marks = []
         if meta["expect"] == "hole":
             assert hole is not None, f"{p.name}: a hole not in holes.json"

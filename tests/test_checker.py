@@ -30,7 +30,7 @@ def verdict(events: list[Event], eps: int = 100) -> Verdict:
 
 def test_reference_history_passes() -> None:
     v = verdict(delayed_history(Model(CFG), 2000))
-    assert v.valid == "pass", v
+    assert v.status == "pass", v
     assert v.consumed == v.total == 4
 
 
@@ -39,7 +39,7 @@ def test_delivery_one_ms_early_fails() -> None:
     pulled = events[-1].value["records"][0]
     pulled["store_timestamp"] -= 1  # the broker stored the delivered copy 1 ms before its deliver time
     v = verdict(events)
-    assert v.valid == "fail"
+    assert v.status == "fail"
     assert [a.name for a in v.anomalies] == ["early-delivery"]
     assert v.anomalies[0].rule == "schedule/due-time"
 
@@ -47,17 +47,17 @@ def test_delivery_one_ms_early_fails() -> None:
 def test_pull_seen_before_due_fails() -> None:
     model = MUTANTS["one-ms-early"].model(CFG)
     v = verdict(delayed_history(model, 1999))
-    assert v.valid == "fail"
+    assert v.status == "fail"
     assert "early-delivery" in {a.name for a in v.anomalies}
 
 
 def test_delivery_after_epsilon_fails_and_within_passes() -> None:
     events = delayed_history(Model(CFG), 2500)
     events[-1].value["records"][0]["store_timestamp"] += 100  # at the edge of epsilon: allowed
-    assert verdict(events, eps=100).valid == "pass"
+    assert verdict(events, eps=100).status == "pass"
     events[-1].value["records"][0]["store_timestamp"] += 1  # 1 ms past epsilon
     v = verdict(events, eps=100)
-    assert v.valid == "fail"
+    assert v.status == "fail"
     assert [a.name for a in v.anomalies] == ["late-delivery"]
 
 
@@ -68,18 +68,30 @@ def test_not_visible_by_deadline_is_late() -> None:
     t.advance_to(EPOCH + 1050)
     t.execute(Pull("T", 0, 0))  # a correct broker has delivered by 1000 + epsilon (20)
     v = check_history(t.events, CFG, epsilon_ms=20, check_phase_ms=0)
-    assert v.valid == "fail"
+    assert v.status == "fail"
     assert v.anomalies[0].name == "late-delivery"
+
+
+def test_verdict_truth_value_is_its_pass() -> None:
+    """``assert verdict`` holds only on a pass: a failure and an unknown verdict are false."""
+    good = verdict(delayed_history(Model(CFG), 2000))
+    bad = verdict(delayed_history(MUTANTS["one-ms-early"].model(CFG), 1999))
+    unknown = verdict(delayed_history(Model(CFG), 2000)[:-1])
+    assert (good.status, bad.status, unknown.status) == ("pass", "fail", "unknown")
+    assert [bool(v) for v in (good, bad, unknown)] == [True, False, False]
+    assert [v.passed for v in (good, bad, unknown)] == [True, False, False]
+    assert not hasattr(bad, "valid")  # the old string field is gone: `assert v.valid` cannot pass silently
+    assert (bad.to_json()["status"], bad.to_json()["passed"]) == ("fail", False)
 
 
 def test_history_that_stops_early_is_not_a_pass() -> None:
     events = delayed_history(Model(CFG), 2000)
     truncated = events[:-1]  # the pull's completion is missing: its outcome is unknown
     v = verdict(truncated)
-    assert v.valid == "unknown"
+    assert v.status == "unknown"
     assert "unknown outcome" in v.reason
     v2 = check_history(events, CFG, epsilon_ms=100, check_phase_ms=0, expected_total=len(events) + 3)
-    assert v2.valid == "unknown"
+    assert v2.status == "unknown"
 
 
 def test_lost_message_named() -> None:
@@ -92,7 +104,7 @@ def test_lost_message_named() -> None:
     events[-1].value["code"] = 19
     events[-1].value["fields"].update(next_begin_offset=0, max_offset=0)  # the queue is empty
     v = verdict(events)
-    assert v.valid == "fail"
+    assert v.status == "fail"
     assert [(r.name, r.rule) for r in v.root_causes] == [("lost-message", "put/send-result")]
     # The empty answer follows from the loss: listed under it, not as a cause of its own.
     assert {a.name for a in v.anomalies if not a.is_cause} == {"wrong-pull-status"}
@@ -111,7 +123,7 @@ def test_incremental_checker_matches_batch() -> None:
     c = Checker(CFG, epsilon_ms=100)
     for e in events:
         c.feed(e)
-    assert c.finish().valid == verdict(events).valid == "pass"
+    assert c.finish().status == verdict(events).status == "pass"
 
 
 def test_known_check_rounds_replace_the_periodic_ticks_near_them() -> None:
@@ -140,19 +152,19 @@ def test_known_check_rounds_replace_the_periodic_ticks_near_them() -> None:
 
 def test_a_verdict_says_what_it_compared_and_nothing_compared_is_no_pass() -> None:
     v = verdict(delayed_history(Model(CFG), 2000))
-    assert v.valid == "pass"
+    assert v.status == "pass"
     assert (v.checked["responses"], v.checked["records"], v.checked["pulls"]) == (1, 1, 1)
     assert v.checked_total == sum(v.checked.values()) == 3
     assert "compared with the model: responses 1, records 1, pulls 1" in v.summary()
     empty = verdict([])
-    assert (empty.valid, empty.reason) == (
+    assert (empty.status, empty.reason) == (
         "unknown",
         "nothing was checked: the history holds no answer the model could be compared with",
     )
     assert "not a pass" in empty.summary()
     # Only invokes whose outcome never came: unknown, with the reason.
     sends = delayed_history(Model(CFG), 2000)[:1]
-    assert verdict(sends).valid == "unknown"
+    assert verdict(sends).status == "unknown"
 
 
 def test_a_shared_brokers_system_topic_may_exist_because_of_other_clients() -> None:
@@ -171,9 +183,9 @@ def test_a_shared_brokers_system_topic_may_exist_because_of_other_clients() -> N
         Response(19, "NO_MESSAGE_IN_QUEUE", {"next_begin_offset": 0, "min_offset": 0, "max_offset": 0})
     )
     events = [Event(0, 0, "invoke", f, args, 1_000), Event(1, 0, "ok", f, answer, 1_005)]
-    assert check_history(events, BrokerConfig(), shared=True).valid != "fail"
+    assert check_history(events, BrokerConfig(), shared=True).status != "fail"
     isolated = check_history(events, BrokerConfig(), shared=False)
-    assert isolated.valid == "fail" and isolated.anomalies[0].name == "wrong-pull-status"
+    assert isolated.status == "fail" and isolated.anomalies[0].name == "wrong-pull-status"
 
 
 def test_a_round_may_have_begun_at_its_first_request_when_the_earliest_reading_fails() -> None:
@@ -194,10 +206,10 @@ def test_a_round_may_have_begun_at_its_first_request_when_the_earliest_reading_f
     )
     meta, events = load(path)
     config = BrokerConfig(transaction_timeout_ms=3000, transaction_check_interval_ms=1000)
-    assert check_history(events, config, epsilon_ms=meta["epsilon_ms"], shared=True).valid == "pass"
+    assert check_history(events, config, epsilon_ms=meta["epsilon_ms"], shared=True).status == "pass"
     last = events[-1]
     late = [*events[:-1], attrs.evolve(last, time=last.time + 3000)]
-    assert check_history(late, config, epsilon_ms=1000, shared=True).valid == "fail"
+    assert check_history(late, config, epsilon_ms=1000, shared=True).status == "fail"
 
 
 def _held_up_history(other_producer: bool) -> tuple[list[Event], BrokerConfig]:
@@ -240,11 +252,11 @@ def test_another_producers_younger_record_may_hold_up_a_check_on_a_shared_broker
     assert [e.time - EPOCH for e in passed if e.f == "check"] == [4200, 9200]
     for events in (held, passed):
         v = check_history(events, cfg, epsilon_ms=100, shared=True)
-        assert v.valid == "pass", v.summary()
+        assert v.status == "pass", v.summary()
     # A broker of its own has no other producer: the run at +4200 must check H.
     alone = check_history(held, cfg, epsilon_ms=100, shared=False)
-    assert alone.valid == "fail" and "missing-check" in {a.name for a in alone.anomalies}, alone.summary()
+    assert alone.status == "fail" and "missing-check" in {a.name for a in alone.anomalies}, alone.summary()
     # Held longer than a record stored before H's answer can hold it: a run later still is missing one.
     late = [attrs.evolve(e, time=e.time + 5000) if e.f == "check" else e for e in held]
     v = check_history(late, cfg, epsilon_ms=100, shared=True)
-    assert v.valid == "fail" and "missing-check" in {a.name for a in v.anomalies}, v.summary()
+    assert v.status == "fail" and "missing-check" in {a.name for a in v.anomalies}, v.summary()

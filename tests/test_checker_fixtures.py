@@ -32,7 +32,7 @@ def names(events: list[Event], cfg: BrokerConfig = CFG, eps: int = 100, **kw: An
     kw.setdefault("check_phase_ms", 0)
     v = check_history(events, cfg, epsilon_ms=eps, **kw)
     assert v.consumed == v.total
-    return {a.name for a in v.anomalies if a.is_cause} if v.valid == "fail" else set()
+    return {a.name for a in v.anomalies if a.is_cause} if v.status == "fail" else set()
 
 
 def at(e: Event, t: int, index: int | None = None, process: int | None = None) -> Event:
@@ -642,9 +642,9 @@ def test_an_operation_a_restart_cut_is_judged_either_way() -> None:
         return t.events
 
     cut = check_history(history(True), CFG, epsilon_ms=100, check_phase_ms=0)
-    assert cut.valid == "pass" and any("cut by a restart" in h for h in cut.hazards)
+    assert cut.status == "pass" and any("cut by a restart" in h for h in cut.hazards)
     left_open = check_history(history(False), CFG, epsilon_ms=100, check_phase_ms=0)
-    assert left_open.valid == "unknown" and "unknown outcome" in (left_open.reason or "")
+    assert left_open.status == "unknown" and "unknown outcome" in (left_open.reason or "")
 
 
 def test_an_end_transaction_of_unknown_outcome_may_leave_the_message_checked() -> None:

@@ -43,11 +43,11 @@ def sent_then_pulled() -> list[Event]:
 
 def test_a_one_way_send_is_judged_by_the_message_it_stored() -> None:
     good = one_way(sent_then_pulled(), "send")
-    assert judge(good).valid == "pass", [a.to_json() for a in judge(good).anomalies]
+    assert judge(good).status == "pass", [a.to_json() for a in judge(good).anomalies]
     lost = copy.deepcopy(good)
     lost[-1].value.update(code=19, records=[], fields=EMPTY)
     v = judge(lost)
-    assert v.valid == "fail" and [(r.name, r.rule) for r in v.root_causes] == [
+    assert v.status == "fail" and [(r.name, r.rule) for r in v.root_causes] == [
         ("lost-message", "put/send-result")
     ]
 
@@ -62,7 +62,7 @@ def test_a_one_way_rollback_is_judged_by_the_message_staying_invisible() -> None
     t.advance_to(EPOCH + 500)
     t.execute(Pull("T", 0, 0))
     good = one_way(t.events, "end_tx")
-    assert judge(good).valid == "pass", [a.to_json() for a in judge(good).anomalies]
+    assert judge(good).status == "pass", [a.to_json() for a in judge(good).anomalies]
     # The same one-way ROLLBACK, and yet the message became visible: its effect is wrong.
     visible = copy.deepcopy(good)
     shown = copy.deepcopy(sent_then_pulled()[-1].value["records"][0])
@@ -71,7 +71,7 @@ def test_a_one_way_rollback_is_judged_by_the_message_staying_invisible() -> None
         code=0, records=[shown], fields={"next_begin_offset": 1, "min_offset": 0, "max_offset": 1}
     )
     v = judge(visible)
-    assert v.valid == "fail" and v.root_causes[0].name == "rollback-visible"
+    assert v.status == "fail" and v.root_causes[0].name == "rollback-visible"
 
 
 def test_a_one_way_request_with_an_answer_recorded_is_an_answer_the_checker_cannot_read() -> None:
@@ -79,5 +79,5 @@ def test_a_one_way_request_with_an_answer_recorded_is_an_answer_the_checker_cann
     done = next(e for e in answered if e.f == "send" and e.type != "invoke")
     done.value.update(code=1)
     v = judge(answered)
-    assert v.valid == "fail"
+    assert v.status == "fail"
     assert (v.root_causes[0].name, v.root_causes[0].rule) == ("unjudged-answer", "history/judged-answers")

@@ -311,7 +311,7 @@ def test_a_broker_up_less_than_its_first_offset_write_may_repeat_what_came_befor
 
 def used(events: list[Event], cfg: BrokerConfig = CFG) -> dict[str, int]:
     v = check_history(events, cfg, epsilon_ms=EPS, check_phase_ms=0)
-    assert v.valid == "pass", [a.to_json() for a in v.anomalies]
+    assert v.status == "pass", [a.to_json() for a in v.anomalies]
     return dict(v.allowances)
 
 

@@ -255,7 +255,7 @@ def test_a_history_records_every_send_field_and_a_correct_broker_passes_with_a_f
     assert events[0].value["flag"] == 7 and events[0].value["born_timestamp"] == EPOCH - 5
     assert events[-1].value["records"][0]["flag"] == 7
     v = check_history(events, BrokerConfig("1s 2s"), epsilon_ms=100, check_phase_ms=0)
-    assert v.valid == "pass", v.anomalies
+    assert v.status == "pass", v.anomalies
     # A broker that stores another flag than the one sent fails on the record, by the send's rule.
     events[-1].value["records"][0]["flag"] = 0
     v = check_history(events, BrokerConfig("1s 2s"), epsilon_ms=100, check_phase_ms=0)
@@ -303,7 +303,7 @@ def test_histories_of_format_1_are_read(tmp_path: Path) -> None:
     meta, events = load(v1)
     assert meta["rmqspec_history"] == 1
     assert event_op(events[0].f, events[0].value) == Send(Message("T", b"x", props(UNIQ_KEY="U1")))
-    assert check_history(events, BrokerConfig(), epsilon_ms=0, check_phase_ms=0).valid == "pass"
+    assert check_history(events, BrokerConfig(), epsilon_ms=0, check_phase_ms=0).status == "pass"
 
 
 def test_a_history_of_an_unknown_format_is_a_clear_error(tmp_path: Path) -> None:

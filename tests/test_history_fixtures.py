@@ -36,7 +36,7 @@ def judge(path: Path) -> tuple[dict[str, Any], Verdict]:
 def test_good_history_passes(path: Path) -> None:
     meta, v = judge(path)
     assert meta["expect"] == {"valid": "pass"}
-    assert v.valid == "pass", [a.to_json() for a in v.anomalies]
+    assert v.status == "pass", [a.to_json() for a in v.anomalies]
     assert v.checked_total > 0
 
 
@@ -44,7 +44,7 @@ def test_good_history_passes(path: Path) -> None:
 def test_bad_history_fails_with_its_root_causes(path: Path) -> None:
     meta, v = judge(path)
     assert meta["expect"]["valid"] == "fail"
-    assert v.valid == "fail"
+    assert v.status == "fail"
     want = [tuple(c) for c in meta["expect"]["causes"]]
     got = [(r.name, r.rule) for r in v.root_causes]
     assert got == want, [a.to_json() for a in v.anomalies]

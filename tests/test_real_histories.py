@@ -37,7 +37,7 @@ def judge(path: Path, change: Callable[[list[Event]], list[Event]] | None = None
 @pytest.mark.parametrize("path", REAL, ids=[p.stem for p in REAL])
 def test_a_real_brokers_history_passes(path: Path) -> None:
     v = judge(path)
-    assert v.valid == "pass", [a.to_json() for a in v.anomalies]
+    assert v.status == "pass", [a.to_json() for a in v.anomalies]
     assert v.checked_total > 0
 
 

@@ -76,7 +76,7 @@ def test_round_trip_rebuilds_the_history_exactly(tmp_path: Path, fmt: str) -> No
         (e.index, e.process, e.type, e.f, e.time) for e in events
     ]
     assert [e.value for e in again] == [json.loads(json.dumps(e.value)) for e in events]
-    assert check_history(again, TRACE_CONFIG, epsilon_ms=0).valid == "pass"
+    assert check_history(again, TRACE_CONFIG, epsilon_ms=0).status == "pass"
 
 
 def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_keyed_never_fails_a_history_the_full_checker_passes(mutant: str | None)
     full_fail: set[str] = set()
     for seed in range(6):
         events = generate_history(seed, 150, mutant=mutant, make_target=InProcessTarget)
-        if check_history(events, TRACE_CONFIG, epsilon_ms=0).valid != "pass":
+        if check_history(events, TRACE_CONFIG, epsilon_ms=0).status != "pass":
             full_fail.add(str(seed))
         rows.extend(rows_of(str(seed), events))
     keyed = check_frame(pd.DataFrame(rows), TRACE_CONFIG, 0)

@@ -22,7 +22,7 @@ SHORT = BrokerConfig(
 @pytest.mark.slow
 def test_served_reference_passes_a_concurrent_workload() -> None:
     result = run_workload(WallClockTarget(Model(SHORT)), seconds=6, epsilon_ms=500)
-    assert result.verdict.valid == "pass", result.verdict.anomalies[:5]
+    assert result.verdict.status == "pass", result.verdict.anomalies[:5]
     assert result.operations > 50
     assert result.verdict.consumed == result.verdict.total == len(result.events)
 
@@ -30,5 +30,5 @@ def test_served_reference_passes_a_concurrent_workload() -> None:
 @pytest.mark.slow
 def test_late_mutant_fails_the_workload() -> None:
     result = run_workload(WallClockTarget(MUTANTS["one-tick-late"].model(SHORT)), seconds=4, epsilon_ms=50)
-    assert result.verdict.valid == "fail"
+    assert result.verdict.status == "fail"
     assert {a.name for a in result.verdict.anomalies} >= {"late-delivery"}

@@ -95,8 +95,11 @@ class FixedGrpc:
     ) -> GrpcDeployment:
         if config != self.profile.config:
             raise CannotDeploy(
-                "a grpc:// proxy runs with the settings its profile declares; use apache-proxy:VERSION, "
-                "which starts one with the scenario's settings"
+                "rmqspec does not change the settings of a proxy's broker it did not start: a grpc:// "
+                "target is judged by what its profile declares under `broker:`. To run a scenario skipped "
+                "as 'needs KEY=VALUE', set KEY=VALUE in that broker's configuration, restart it, and pass a "
+                "--profile whose `broker:` section has KEY: VALUE; or use --target apache-proxy:VERSION, "
+                "which starts one with each scenario's settings"
             )
         return GrpcDeployment(self.profile, self.name)
 

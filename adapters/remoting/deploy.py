@@ -88,11 +88,42 @@ class FixedRemoting:
         self, config: BrokerConfig, *, exclusive: bool = False, skewable: bool = False
     ) -> RemotingDeployment:
         if config != self.profile.config:
-            raise CannotDeploy(
-                "a remoting:// broker runs with the settings its profile declares; start one with the "
-                "scenario's settings, or use an apache: or served target"
-            )
+            raise CannotDeploy(settings_hint(self.profile))
         return RemotingDeployment(self.profile, self.name)
+
+
+def settings_hint(profile: TargetProfile) -> str:
+    """What to do about a scenario a ``remoting://`` broker cannot run with its settings (the skip names
+    the ``KEY=VALUE`` it needs): one text for the whole run. rmqspec changes no broker's settings; it can
+    only say how, and ``rmqspec broker start`` is named only for a broker it started itself."""
+    from rmqspec.adapters.apache.launcher import running
+
+    local = {"127.0.0.1", "localhost", "::1"}
+    ours = next(
+        (
+            s
+            for s in running()
+            if s.port == profile.port and (s.host == profile.host or {s.host, profile.host} <= local)
+        ),
+        None,
+    )
+    also = "; or run them on --target apache:VERSION or served, which start a broker with each scenario's settings"
+    if ours is not None:
+        return (
+            f"the broker at {profile.host}:{profile.port} was started by `rmqspec broker start` "
+            f"(Apache RocketMQ {ours.version}, store {ours.dir}) with the profile's settings: to run a "
+            "scenario skipped as 'needs KEY=VALUE', put KEY: VALUE under `broker:` in a copy of the profile, "
+            f"stop this broker (rmqspec broker stop --store {ours.dir}), start one with that profile "
+            f"(rmqspec broker start --version {ours.version} --profile COPY --port {profile.port}) and run "
+            f"conform again with --profile COPY{also}"
+        )
+    return (
+        f"rmqspec does not change the settings of a broker it did not start: {profile.host}:{profile.port} "
+        "is judged by what its profile declares under `broker:`, and that must be what the broker runs "
+        "with. To run a scenario skipped as 'needs KEY=VALUE', set KEY=VALUE in that broker's own "
+        "configuration (broker.conf), restart it, and pass a --profile whose `broker:` section has "
+        f"KEY: VALUE{also}"
+    )
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ file and the key.
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +62,39 @@ def parse_address(address: str, what: str = "address") -> tuple[str, int]:
     return host, int(port_text)
 
 
+def shipped_profiles() -> dict[str, Path]:
+    """The profiles that come with rmqspec (the checkout's profiles/, a wheel's package data), by name."""
+    folder = importlib.resources.files("rmqspec") / "profiles"
+    if not folder.is_dir():
+        return {}
+    return {
+        Path(f.name).stem: Path(str(f))
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".yaml")
+    }
+
+
+def resolve_profile(path: Path) -> Path:
+    """``--profile``'s file: a path that exists, else a shipped profile by its name (``short-levels``,
+    ``short-levels.yaml`` or the guides' ``profiles/short-levels.yaml``, from any folder)."""
+    if path.exists() or path.parent not in (Path("."), Path("profiles")):
+        return path
+    name = path.name.removesuffix(".yaml")
+    shipped = shipped_profiles()
+    if name in shipped:
+        return shipped[name]
+    raise ProfileError(
+        f"{path}: no such file, and no shipped profile {name!r} (shipped: {', '.join(shipped) or 'none'})"
+    )
+
+
 def load_profile(path: Path | None, address: str | None = None) -> TargetProfile:
-    """The profile in ``path`` (None: all defaults), with ``address`` (``HOST:PORT``) taking precedence."""
+    """The profile in ``path`` (None: all defaults; a name: a shipped profile), with ``address``
+    (``HOST:PORT``) taking precedence."""
     data: dict[str, Any] = {}
     where = "target profile"
     if path is not None:
+        path = resolve_profile(path)
         where = str(path)
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))

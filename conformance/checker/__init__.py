@@ -134,7 +134,7 @@ def check_history(
         return checker.finish()
 
     verdict = judge(rounds)
-    if verdict.valid == "fail" and rounds:
+    if verdict.status == "fail" and rounds:
         # A round's time is only known to lie between its earliest possible start and its first request's
         # arrival; which side of a send it fell on decides the half queue's order (a copy put back ahead
         # of a younger message, or behind it). The earliest reading failed: the history passes if the
@@ -142,11 +142,11 @@ def check_history(
         latest = infer_check_rounds(
             events, config.transaction_check_interval_ms, config.transaction_timeout_ms
         )
-        if latest != rounds and (other := judge(latest)).valid != "fail":
+        if latest != rounds and (other := judge(latest)).status != "fail":
             verdict = other
 
-    if expected_total is not None and verdict.total != expected_total and verdict.valid == "pass":
+    if expected_total is not None and verdict.total != expected_total and verdict.status == "pass":
         return attrs.evolve(
-            verdict, valid="unknown", reason=f"history has {verdict.total} events, {expected_total} expected"
+            verdict, status="unknown", reason=f"history has {verdict.total} events, {expected_total} expected"
         )
     return verdict

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -177,9 +177,16 @@ def root_causes(anomalies: tuple[Anomaly, ...]) -> tuple[RootCause, ...]:
     return tuple(sorted(out, key=lambda r: (r.event < 0, r.event, r.first)))
 
 
+# What a verdict concludes; "unknown" is never a pass.
+Status = Literal["pass", "fail", "unknown"]
+
+
 @attrs.frozen
 class Verdict:
-    valid: str  # "pass", "fail" or "unknown"
+    """The checker's conclusion. Its truth value is whether it passed: ``assert verdict`` fails on a
+    failure and on "unknown"; ``status`` keeps the three-way string."""
+
+    status: Status
     anomalies: tuple[Anomaly, ...]
     consumed: int
     total: int
@@ -193,6 +200,13 @@ class Verdict:
     allowances: Mapping[str, int] = attrs.field(factory=dict)
 
     @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
     def root_causes(self) -> tuple[RootCause, ...]:
         return root_causes(self.anomalies)
 
@@ -203,7 +217,8 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         """Everything: every anomaly (none cut), the root causes first with their consequences."""
         return {
-            "valid": self.valid,
+            "status": self.status,
+            "passed": self.passed,
             "summary": self.summary(),
             "root_causes": [r.to_json(self.anomalies) for r in self.root_causes],
             "anomalies": [a.to_json() for a in self.anomalies],
@@ -219,7 +234,7 @@ class Verdict:
         """One paragraph for a broker's author: what was checked, and what to fix first."""
         checked = ", ".join(f"{kind} {n}" for kind, n in self.checked.items() if n) or "nothing"
         seen = f"{self.consumed} of {self.total} events read; compared with the model: {checked}."
-        if self.valid == "pass":
+        if self.passed:
             text = f"The target behaved as the model allows. {seen}"
             if self.hazards:
                 text += f" Allowed but risky behaviour seen: {'; '.join(self.hazards[:3])}."
@@ -227,7 +242,7 @@ class Verdict:
                 used = ", ".join(f"{name} {n}×" for name, n in sorted(self.allowances.items()))
                 text += f" Allowances used: {used}."
             return text
-        if self.valid == "unknown":
+        if self.status == "unknown":
             return f"No verdict: {self.reason}. {seen} Nothing wrong was seen, but this is not a pass."
         roots = self.root_causes
         first = roots[0]
