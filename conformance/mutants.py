@@ -63,7 +63,9 @@ class Mutant:
         if self.configure is not None:
             config = self.configure(config)
         sem = self.semantics
-        if config.profile is Profile.V5 and not issubclass(sem, V5Semantics):
+        if config.profile is Profile.V5 and sem is Semantics:  # a configuration mutant: no change of its own
+            sem = V5Semantics
+        elif config.profile is Profile.V5 and not issubclass(sem, V5Semantics):
             sem = type(f"{sem.__name__}V5", (sem, V5Semantics), {})
         return Model(config, sem())
 

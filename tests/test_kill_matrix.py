@@ -133,3 +133,16 @@ def test_a_configuration_mutant_reports_the_settings_it_was_given() -> None:
     ]
     row = kill_one(CommandLineTargets(), mutant, scenarios, examples=0)
     assert row.outcome == "killed" and row.killed_by == (scenarios[0].id,)
+
+
+def test_every_in_process_mutant_builds_on_both_profiles() -> None:
+    """A configuration mutant (no semantic change of its own) runs the 5.x scenarios on 5.x semantics;
+    before, building it raised, and the 5.x scenarios ended unknown, silently skipped by the matrix."""
+    from rmqspec.reference.config import Profile
+    from rmqspec.reference.semantics import V5Semantics
+
+    for m in MUTANTS.values():
+        if m.served_only:
+            continue
+        m.model(BrokerConfig())
+        assert isinstance(m.model(BrokerConfig(profile=Profile.V5)).semantics, V5Semantics), m.name
