@@ -72,11 +72,13 @@ class InProcessTarget:
         self.state, obs = self.model.step(self.state, op, self._now + self._skew)
         return to_response(obs)
 
-    def restart(self, config: BrokerConfig | None = None) -> None:
+    def restart(self, config: BrokerConfig | None = None, graceful: bool = False) -> None:
+        """A crash, unless ``graceful``: an orderly stop (the 5.x op batch service writes what it holds).
+        Either way the broker is back at once on the logical clock."""
         if config is not None:  # restarted with a changed configuration (e.g. a new level table)
             self.model = attrs.evolve(self.model, config=config)
             self.state = attrs.evolve(self.state, config=config)
-        self.state = self.model.restart(self.state, self._now + self._skew)
+        self.state = self.model.restart(self.state, self._now + self._skew, orderly=graceful)
 
     def close(self) -> None:
         pass
@@ -215,13 +217,14 @@ class WallClockTarget:
             gc = GroupConfig(retry_queue_nums, retry_max_times)
             self.state = attrs.evolve(self.state, groups=self.state.groups.set(group, gc))
 
-    def restart(self, config: BrokerConfig | None = None) -> None:
+    def restart(self, config: BrokerConfig | None = None, graceful: bool = False) -> None:
+        """A crash, unless ``graceful``: an orderly stop (the 5.x op batch service writes what it holds)."""
         with self._lock:
             self._catch_up()  # the services ran until the restart: what they store after it is later
             if config is not None:
                 self.model = attrs.evolve(self.model, config=config)
                 self.state = attrs.evolve(self.state, config=config)
-            self.state = self.model.restart(self.state, self._clock() + self._skew)
+            self.state = self.model.restart(self.state, self._clock() + self._skew, orderly=graceful)
 
     def close(self) -> None:
         pass

@@ -161,7 +161,19 @@ class Target(Protocol):
         ...
 
     def restart(self, config: BrokerConfig | None = None) -> None:
-        """Restart the broker (feature ``restart``), with a changed configuration when one is given."""
+        """Restart the broker (feature ``restart``), with a changed configuration when one is given. A
+        target that can stop either way also takes ``graceful`` (``restart_ways``): True an orderly stop,
+        False a crash; without it, the target's own way."""
         ...
 
     def close(self) -> None: ...
+
+
+def restart_ways(target: Target) -> bool:
+    """Whether ``target`` restarts either way on request (its ``restart`` takes ``graceful``)."""
+    import inspect
+
+    try:
+        return "graceful" in inspect.signature(target.restart).parameters
+    except (TypeError, ValueError):
+        return False

@@ -95,11 +95,18 @@ class RecordingTarget:
         self._add(process, kind, f, response_to_json(resp), self.target.now())
         return resp
 
-    def restart(self, config: BrokerConfig | None = None) -> None:
+    def restart(self, config: BrokerConfig | None = None, graceful: bool | None = None) -> None:
+        """Restart the target; ``graceful`` (a target that can stop either way, ``restart_ways``): an
+        orderly stop (True) or a crash (False), recorded on both events as the chaos workload does."""
         t = self.target.now()
-        self._add(0, "invoke", RESTART, {"delay_levels": list(config.delay_levels)} if config else {}, t)
-        self.target.restart(config)
-        self._add(0, "ok", RESTART, {}, self.target.now())
+        value: dict[str, Any] = {"delay_levels": list(config.delay_levels)} if config else {}
+        how: dict[str, Any] = {} if graceful is None else {"graceful": graceful}
+        self._add(0, "invoke", RESTART, {**value, **how}, t)
+        if graceful is None:
+            self.target.restart(config)
+        else:
+            self.target.restart(config, graceful=graceful)  # type: ignore[call-arg]
+        self._add(0, "ok", RESTART, how, self.target.now())
 
     def close(self) -> None:
         self.target.close()

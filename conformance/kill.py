@@ -2,12 +2,17 @@
 
 A mutant is **killed** only by a failure that names its rule (or one of the symptoms it declares):
 
-* a scenario's failure names the scenario's rules (its own and its ``also``);
+* a scenario's failure names the rules its failures name (``ScenarioResult.failed_rules``): a failed
+  expectation the scenario's rules, a failure that names a rule of its own (an answer breaking a wire
+  rule) that rule only, and on a wall clock each root cause of the history checker's verdict its rule;
 * the state machine's failure names the rules of the root causes its verdict reports;
 * the wire probe's findings name wire rules.
 
 A mutant some failure catches, but none for its rule, is **killed for the wrong reason** (the report
-says what caught it); one nothing catches **survived**. Semantic and configuration mutants run the
+says what caught it); one nothing catches **survived**. The suite breaking on a mutant (a scenario that
+ends ``unknown``: the runner raised, the target could not be made; the state machine raising something
+other than a checker's verdict) is no failure of the mutant's and kills nothing: the row lists it under
+``errors``. Semantic and configuration mutants run the
 scenario catalogue and the state machine on the in-process target; wire mutants run the wire probe
 against the reference served over TCP through the mutant's fault (``served`` only).
 
@@ -69,6 +74,7 @@ class KillRow:
     symptoms: tuple[str, ...] = ()
     path: str = "in-process"  # or "served" (wire mutants)
     seconds: float = 0.0
+    errors: tuple[str, ...] = ()  # where the suite broke on the mutant (no kill): source and reason
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -103,6 +109,7 @@ class KillRow:
             "killed_by": list(self.killed_by),
             "wrong_reason": [f.to_json() for f in self.wrong],
             "checker": self.machine,
+            "errors": list(self.errors),
             "path": self.path,
             "seconds": round(self.seconds, 2),
         }
@@ -114,21 +121,25 @@ def outcome(failures: Sequence[Failure], rules: Sequence[str]) -> str:
     return "wrong-reason" if failures else "survived"
 
 
-def machine_failure(targets: KillTargets, m: Mutant, examples: int) -> Failure | None:
-    """The state machine on the mutant; its failure names the root causes of the failing verdict."""
+def machine_failure(targets: KillTargets, m: Mutant, examples: int) -> Failure | str | None:
+    """The state machine on the mutant; its failure names the root causes of the failing verdict. A str:
+    the machine raised something other than a verdict (an error, not a failure of the mutant's)."""
     failing: list[Verdict] = []
 
     def seen(v: Verdict, _ops: int) -> None:
         if v.anomalies:
             failing.append(v)
 
-    message = run_machine(
-        lambda cfg: targets.in_process(m, cfg),
-        BrokerConfig(),
-        max_examples=examples,
-        shrink=False,
-        on_verdict=seen,
-    )
+    try:
+        message = run_machine(
+            lambda cfg: targets.in_process(m, cfg),
+            BrokerConfig(),
+            max_examples=examples,
+            shrink=False,
+            on_verdict=seen,
+        )
+    except Exception as e:  # the machine broke on what the mutant answered: reported, not a kill
+        return f"state machine: raised {type(e).__name__}: {e}"
     if message is None:
         return None
     rules = tuple(dict.fromkeys(r.rule for v in failing[-1:] for r in v.root_causes))
@@ -138,6 +149,7 @@ def machine_failure(targets: KillTargets, m: Mutant, examples: int) -> Failure |
 def kill_one(targets: KillTargets, m: Mutant, scenarios: Sequence[Scenario], examples: int) -> KillRow:
     start = time.perf_counter()
     failures: list[Failure] = []
+    errors: list[str] = []
     if m.served_only:
         assert m.wire is not None
         with targets.serve(PROBE_CONFIG) as (host, port), FaultProxy(host, port, m.wire) as (phost, pport):
@@ -149,16 +161,18 @@ def kill_one(targets: KillTargets, m: Mutant, scenarios: Sequence[Scenario], exa
         for s in scenarios:
             try:
                 r = run_scenario(s, lambda cfg: targets.in_process(m, cfg), salt="kill")
-            except Exception as e:  # the runner broke on what the mutant answered: still a failure of it
-                failures.append(
-                    Failure(f"{s.id} (the scenario runner raised {type(e).__name__})", tuple(s.rules))
-                )
+            except Exception as e:  # run_scenario never raises; should it, that is the suite's bug
+                errors.append(f"{s.id}: the scenario runner raised {type(e).__name__}: {e}")
                 continue
             if r.outcome == "fail":
-                failures.append(Failure(s.id, tuple(s.rules)))
+                failures.append(Failure(s.id, r.failed_rules))
+            elif r.outcome == "unknown":  # no verdict on the mutant either way (an rmqspec error, say)
+                errors.append(f"{s.id}: unknown: {r.reason}")
         if examples > 0:
             f = machine_failure(targets, m, examples)
-            if f is not None:
+            if isinstance(f, str):
+                errors.append(f)
+            elif f is not None:
                 failures.append(f)
         path = "in-process"
     return KillRow(
@@ -169,6 +183,7 @@ def kill_one(targets: KillTargets, m: Mutant, scenarios: Sequence[Scenario], exa
         m.symptoms,
         path,
         time.perf_counter() - start,
+        tuple(errors),
     )
 
 
@@ -215,7 +230,9 @@ def _run(jobs: Sequence[tuple[KillTargets, str, Sequence[Scenario], int]], worke
 
 
 def summary(rows: Sequence[KillRow]) -> dict[str, int]:
+    """How many mutants had each outcome, and (``errors``) how many rows the suite broke on somewhere."""
     counts = {"killed": 0, "wrong-reason": 0, "survived": 0}
     for r in rows:
         counts[r.outcome] += 1
+    counts["errors"] = sum(1 for r in rows if r.errors)
     return counts

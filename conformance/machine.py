@@ -3,7 +3,8 @@
 ``conformance_machine(make_target, config)`` returns a RuleBasedStateMachine class; ``run_machine``
 runs it (the analogue of Hypothesis' ``run_conformance_test``: the suite is a library other projects
 import). Rule selection is swarm-style: each run enables a random subset of operation kinds, so long
-runs of one kind happen. A failure is shrunk by Hypothesis and the shrunk history is saved to a file.
+runs of one kind happen. A target with feature ``restart`` is restarted too, an orderly stop or a crash
+where it can do either (``contract.restart_ways``), and the checker judges the history across it. A failure is shrunk by Hypothesis and the shrunk history is saved to a file.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from rmqspec.reference.sendback import SendBack
 from rmqspec.reference.transaction import EndTransaction
 
 from .checker import Checker, Verdict
-from .contract import Target
+from .contract import Feature, Target, restart_ways
 from .history import RecordingTarget, save
 
-KINDS = ("send", "delay", "batch", "pull", "sendback", "half", "end_tx", "advance", "heartbeat")
+KINDS = ("send", "delay", "batch", "pull", "sendback", "half", "end_tx", "advance", "heartbeat", "restart")
 TOPICS = ("TopicA", "TopicB")
 GROUP = "CG_m"
 PGROUP = "PG_m"
@@ -190,6 +191,15 @@ def conformance_machine(
             rec = data.draw(st.sampled_from([r for r in self.pulled if r.reconsume_times > 0]))
             max_times = rec.reconsume_times + extra
             self.target.execute(ConsumerSendBack(SendBack(GROUP, rec.commit_log_offset, 0, max_times)))
+
+        @precondition(lambda self: self.on("restart") and Feature.RESTART in self.target.info.features)
+        @rule(graceful=st.booleans())
+        def restart(self, graceful: bool) -> None:
+            """The broker stops (orderly or crashing, where the target can do either) and starts again on
+            its store; the producer registers again at once, as the chaos workload's do (a restart forgets
+            every producer, transaction/check-no-producer)."""
+            self.target.restart(graceful=graceful if restart_ways(self.target.target) else None)
+            self.target.execute(Heartbeat(PGROUP))
 
         @precondition(lambda self: self.on("advance"))
         @rule(ms=st.sampled_from([1, 999, 1000, 2000, 5000, 9999, 10_000, 55_000, 60_000, 600_000]))

@@ -281,6 +281,9 @@ class Model:
         if state.tx_op_pending and orderly and now is not None and self.config.since("5.1.4"):
             state = _tx.op_service(state, now, self.semantics)
         state = attrs.evolve(state, tx_op_pending=(), tx_op_last_write=None, tx_op_anchor=None)
+        # The check service's progress comes back from what was written (rule: transaction/check-restart).
+        half, op = self.semantics.check_progress_after_restart((state.tx_half_offset, state.tx_op_offset))
+        state = attrs.evolve(state, tx_half_offset=half, tx_op_offset=op)
         if now is not None:
             state = attrs.evolve(
                 state,

@@ -755,6 +755,13 @@ class Semantics:
         """A level's read position after a restart: the persisted one, clamped. rule: schedule/restart-redelivery"""
         return max(0, min(persisted, entries))
 
+    def check_progress_after_restart(self, kept: tuple[int, int]) -> tuple[int, int]:
+        """Where the check service reads the half and op queues from after a restart: the progress it wrote
+        (``kept``: the model writes it at the stop, a member of what the spec allows; a crash may make a
+        broker read from an earlier write, which only the history checker allows). A record passed before
+        the last write is never read again. rule: transaction/check-restart"""
+        return kept
+
     def retry_queue_count(self, configured: int) -> int:
         """rule: sendback/no-retry-queues"""
         return configured

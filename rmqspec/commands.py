@@ -383,6 +383,10 @@ def mutants_cmd(
         f"{counts['killed']}/{len(rows)} mutants killed for their own rule, {counts['wrong-reason']} for the "
         f"wrong reason, {counts['survived']} survived ({took:.0f} s, {workers} worker(s))"
     )
+    for r in rows:  # where the suite broke on a mutant: no kill, said here (the JSON report lists them all)
+        if r.errors:
+            more = f" ({len(r.errors) - 1} more)" if len(r.errors) > 1 else ""
+            console.print(f"[red]error[/red] {escape(r.mutant)}: {escape(r.errors[0])}{more}")
     if report:
         doc = {"summary": counts, "seconds": round(took, 1), "mutants": [r.to_json() for r in rows]}
         report.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
