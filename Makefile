@@ -95,6 +95,7 @@ REAL_VERSIONS ?= 4.9.7 5.5.0
 REAL_PROFILE  ?= profiles/short-levels.yaml
 REAL_PROFILE_5 ?= profiles/short-levels-5.yaml
 REAL_WORKLOAD ?= 60
+JAVA_WORKLOAD ?= 20
 conform-real: rocketmq
 	@mkdir -p out/results
 	@status=0; for v in $(REAL_VERSIONS); do \
@@ -103,6 +104,9 @@ conform-real: rocketmq
 	    --report out/results/apache-$$v.json --junit out/results/apache-$$v.xml --save-dir out/failures/apache-$$v \
 	    --plots out/results/plots/apache-$$v \
 	    || status=$$?; \
+	  echo "== apache:$$v, the workload by Apache's own Java client"; \
+	  $(BIN)/rmqspec java-workload --target apache:$$v --seconds $(JAVA_WORKLOAD) \
+	    --save out/failures/java-client-$$v.jsonl --report out/results/java-client-$$v.json || status=$$?; \
 	done; \
 	echo "== apache-proxy:5.5.0 (gRPC)"; \
 	$(BIN)/rmqspec conform --target apache-proxy:5.5.0 --profile $(REAL_PROFILE_5) \

@@ -43,6 +43,17 @@ def _op_views(events: list[Event]) -> list[int]:
 
 
 @pytest.mark.parametrize("path", [V497, V550], ids=["4.9.7", "5.5.0"])
+def test_a_correct_brokers_java_client_history_passes(path: Path) -> None:
+    """Recorded by `rmqspec java-workload` on real Apache RocketMQ: one-way END_TRANSACTION, consumers'
+    heartbeats (which create the retry topic), send-backs, checks answered, the whole commit log viewed."""
+    v = judge(path)
+    assert v.passed, [a.to_json() for a in v.anomalies[:5]]
+    _, events = load(path)
+    assert any(e.f == "heartbeat" and e.value.get("consumer") for e in events)
+    assert len(_op_views(events)) > 0
+
+
+@pytest.mark.parametrize("path", [V497, V550], ids=["4.9.7", "5.5.0"])
 def test_op_messages_are_judged_by_the_halves_they_name(path: Path) -> None:
     v = judge(path)
     assert not [a for a in v.anomalies if a.rule == "put/commit-log-lookup"], [a.message for a in v.anomalies]
