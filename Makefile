@@ -97,7 +97,7 @@ REAL_PROFILE_5 ?= profiles/short-levels-5.yaml
 REAL_WORKLOAD ?= 60
 JAVA_WORKLOAD ?= 20
 conform-real: rocketmq
-	@mkdir -p out/results
+	@mkdir -p out/results out/failures
 	@status=0; for v in $(REAL_VERSIONS); do \
 	  echo "== apache:$$v"; profile=$(REAL_PROFILE); case $$v in 5.*) profile=$(REAL_PROFILE_5);; esac; \
 	  $(BIN)/rmqspec conform --target apache:$$v --profile $$profile --workload-seconds $(REAL_WORKLOAD) \
