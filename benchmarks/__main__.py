@@ -16,9 +16,9 @@ import platform
 import sys
 import time
 
-from benchmarks import adversary, cluster, conformance, model_ops, real, summary, timer, traces
+from benchmarks import adversary, cluster, conformance, faultgen, model_ops, real, summary, timer, traces
 
-BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer", "real", "adversary")
+BENCHMARKS = ("model_ops", "conformance", "traces", "cluster", "timer", "real", "adversary", "faultgen")
 
 
 def _cpu_model() -> str:
@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         real.main(args.quick)
     if "adversary" in chosen:
         adversary.main(args.quick)
+    if "faultgen" in chosen:
+        faultgen.main(args.quick)
     seconds = time.perf_counter() - start
     print(f"benchmarks: {seconds:.0f} s")
     print(f"== issue 15: every measure beside its goal ({'quick' if args.quick else 'full'} size) ==")
