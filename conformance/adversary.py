@@ -155,40 +155,55 @@ def _plain(r: dict[str, Any]) -> bool:
 # --- the kinds ------------------------------------------------------------------------------------------
 
 
-def _corrupt_body(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
-    place = _pick(rng, _records(events, horizon, _plain))
-    if place is None:
-        return None
-    i, j = place
-    cls = record_class(events[i].value["records"][j])
-    value = copy.deepcopy(events[i].value)
-    value["records"][j]["body"] += "~"
-    _edit(events, i, value)
-    return Perturbation("corrupt-body", i, f"record {j}'s body gained a byte", cls)
+def _one_record(
+    kind: str,
+    detail: str,
+    pred: Callable[[dict[str, Any]], bool],
+    change: Callable[[dict[str, Any]], None],
+) -> Change:
+    """A kind that changes one field of one of the history's own delivered records in place."""
+
+    def perturb_one(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
+        place = _pick(rng, _records(events, horizon, pred))
+        if place is None:
+            return None
+        i, j = place
+        cls = record_class(events[i].value["records"][j])
+        value = copy.deepcopy(events[i].value)
+        change(value["records"][j])
+        _edit(events, i, value)
+        return Perturbation(kind, i, detail.format(j=j), cls)
+
+    return perturb_one
 
 
-def _extra_property(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
-    place = _pick(rng, _records(events, horizon, lambda r: True))
-    if place is None:
-        return None
-    i, j = place
-    cls = record_class(events[i].value["records"][j])
-    value = copy.deepcopy(events[i].value)
-    value["records"][j]["properties"]["RMQSPEC_ADVERSARY"] = "1"
-    _edit(events, i, value)
-    return Perturbation("extra-property", i, f"record {j} carries a property nobody set", cls)
+def _add_byte(r: dict[str, Any]) -> None:
+    r["body"] += "~"
 
 
-def _corrupt_flag(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
-    place = _pick(rng, _records(events, horizon, lambda r: True))
-    if place is None:
-        return None
-    i, j = place
-    cls = record_class(events[i].value["records"][j])
-    value = copy.deepcopy(events[i].value)
-    value["records"][j]["flag"] = int(value["records"][j]["flag"]) ^ 0x40
-    _edit(events, i, value)
-    return Perturbation("corrupt-flag", i, f"record {j}'s flag changed", cls)
+def _add_property(r: dict[str, Any]) -> None:
+    r["properties"]["RMQSPEC_ADVERSARY"] = "1"
+
+
+def _flip_flag(r: dict[str, Any]) -> None:
+    r["flag"] = int(r["flag"]) ^ 0x40
+
+
+def _raise_reconsume(r: dict[str, Any]) -> None:
+    r["reconsume_times"] = int(r["reconsume_times"]) + 3
+
+
+_corrupt_body = _one_record("corrupt-body", "record {j}'s body gained a byte", _plain, _add_byte)
+_extra_property = _one_record(
+    "extra-property", "record {j} carries a property nobody set", lambda r: True, _add_property
+)
+_corrupt_flag = _one_record("corrupt-flag", "record {j}'s flag changed", lambda r: True, _flip_flag)
+_reconsume_times = _one_record(
+    "reconsume-times",
+    "record {j}'s reconsumeTimes three too high",
+    lambda r: str(r.get("topic", "")).startswith(("%RETRY%", "%DLQ%")),
+    _raise_reconsume,
+)
 
 
 def _drop_record(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
@@ -425,19 +440,6 @@ def _check_times(events: list[Event], rng: random.Random, horizon: int) -> Pertu
     props["TRANSACTION_CHECK_TIMES"] = str(int(props.get("TRANSACTION_CHECK_TIMES", "0")) + 5)
     _edit(events, i, value)
     return Perturbation("check-times", i, "a check request's TRANSACTION_CHECK_TIMES five too high", "check")
-
-
-def _reconsume_times(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
-    places = _records(events, horizon, lambda r: str(r.get("topic", "")).startswith(("%RETRY%", "%DLQ%")))
-    place = _pick(rng, places)
-    if place is None:
-        return None
-    i, j = place
-    cls = record_class(events[i].value["records"][j])
-    value = copy.deepcopy(events[i].value)
-    value["records"][j]["reconsume_times"] = int(value["records"][j]["reconsume_times"]) + 3
-    _edit(events, i, value)
-    return Perturbation("reconsume-times", i, f"record {j}'s reconsumeTimes three too high", cls)
 
 
 def _half_visible(events: list[Event], rng: random.Random, horizon: int) -> Perturbation | None:
