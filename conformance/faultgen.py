@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import random
 import struct
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -33,9 +32,8 @@ from rmqspec.reference.config import BrokerConfig, Profile
 from rmqspec.reference.model import Model
 from rmqspec.reference.semantics import Semantics, V5Semantics
 
-from .faults import FAULTS, Fault
+from .faults import FAULTS, Answered, Fault, frame_header, is_response
 from .mutants import MUTANTS
-from .wirecheck import WireFinding, parse_frame
 from .wireprobe import Faulty, WireFault, rewrite_body, rewrite_header
 
 # How much an atom blocks, most first: a broker that cannot read requests shows nothing else; one that
@@ -130,15 +128,6 @@ def _add(a: Atom) -> None:
 # --- frame helpers ------------------------------------------------------------------------------------
 
 
-def _header(frame: bytes) -> dict[str, Any] | None:
-    parsed = parse_frame(frame)
-    return None if isinstance(parsed, WireFinding) else parsed.header
-
-
-def _is_response(h: dict[str, Any]) -> bool:
-    return bool(int(h.get("flag", 0)) & 1)
-
-
 def _two_way(h: dict[str, Any]) -> bool:
     return not int(h.get("flag", 0)) & 3
 
@@ -156,30 +145,6 @@ def answer_frame(h: dict[str, Any], code: int, remark: str) -> bytes:
     }
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     return struct.pack(">ii", 4 + len(raw), len(raw)) + raw
-
-
-class _Opaques:
-    """The opaques of one connection's two-way requests of some codes, so that their answers can be told."""
-
-    def __init__(self, codes: frozenset[int]) -> None:
-        self.codes = codes
-        self.open: set[int] = set()
-        self.lock = threading.Lock()
-
-    def see(self, h: dict[str, Any]) -> None:
-        if not _is_response(h) and _two_way(h) and int(h.get("code", -1)) in self.codes:
-            with self.lock:
-                self.open.add(int(h.get("opaque", 0)))
-
-    def answers(self, h: dict[str, Any]) -> bool:
-        if not _is_response(h):
-            return False
-        with self.lock:
-            opaque = int(h.get("opaque", -1))
-            if opaque in self.open:
-                self.open.discard(opaque)
-                return True
-        return False
 
 
 SEND_CODES: Final = frozenset({10, 310, 320})
@@ -203,8 +168,8 @@ def partial_upper_camel(rng: random.Random) -> Callable[[], WireFault]:
         order = random.Random(seed)
 
         def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
-            h = _header(frame)
-            if h is None or _is_response(h):
+            h = frame_header(frame)
+            if h is None or is_response(h):
                 return frame, None
             ext = h.get("extFields")
             if not isinstance(ext, dict) or not ext:
@@ -240,58 +205,46 @@ def unknown_codes_unanswered(_: random.Random) -> WireFault:
     """A request whose code the broker does not implement is read and never answered."""
 
     def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
-        h = _header(frame)
-        if h is not None and not _is_response(h) and int(h.get("code", -1)) not in KNOWN_CODES:
+        h = frame_header(frame)
+        if h is not None and not is_response(h) and int(h.get("code", -1)) not in KNOWN_CODES:
             return None, None
         return frame, None
 
     return WireFault(to_broker=to_broker)
 
 
-def refused_send_unanswered(_: random.Random) -> Callable[[], WireFault]:
-    """A send the broker refuses (any answer but SUCCESS) is never answered."""
+def _rewrite_answers(
+    codes: frozenset[int], change: Callable[[dict[str, Any], bytes], bytes | None]
+) -> Callable[[], WireFault]:
+    """Per connection: the answers to the two-way requests of ``codes`` pass through ``change`` (given the
+    answer's header and frame; None: the answer never reaches the client)."""
 
     def per_connection() -> WireFault:
-        sends = _Opaques(SEND_CODES)
-
-        def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
-            h = _header(frame)
-            if h is not None:
-                sends.see(h)
-            return frame, None
+        kept = Answered(codes)
 
         def to_client(frame: bytes) -> bytes | None:
-            h = _header(frame)
-            if h is not None and sends.answers(h) and int(h.get("code", 0)) != 0:
-                return None
-            return frame
+            h = frame_header(frame)
+            return change(h, frame) if h is not None and kept.answers(h) else frame
 
-        return WireFault(to_client=to_client, to_broker=to_broker)
+        return WireFault(to_client=to_client, to_broker=kept.to_broker)
 
     return per_connection
+
+
+def refused_send_unanswered(_: random.Random) -> Callable[[], WireFault]:
+    """A send the broker refuses (any answer but SUCCESS) is never answered."""
+    return _rewrite_answers(SEND_CODES, lambda h, frame: None if int(h.get("code", 0)) != 0 else frame)
 
 
 def query_extra_records(_: random.Random) -> Callable[[], WireFault]:
     """QUERY_MESSAGE answers each record it found twice (an index walked past its own entry)."""
 
-    def per_connection() -> WireFault:
-        queries = _Opaques(frozenset({12}))
+    def doubled(h: dict[str, Any], frame: bytes) -> bytes | None:
+        if int(h.get("code", -1)) != 0:
+            return frame
+        return rewrite_body(frame, lambda _h, body: body + body)
 
-        def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
-            h = _header(frame)
-            if h is not None:
-                queries.see(h)
-            return frame, None
-
-        def to_client(frame: bytes) -> bytes | None:
-            h = _header(frame)
-            if h is None or not queries.answers(h) or int(h.get("code", -1)) != 0:
-                return frame
-            return rewrite_body(frame, lambda _h, body: body + body)
-
-        return WireFault(to_client=to_client, to_broker=to_broker)
-
-    return per_connection
+    return _rewrite_answers(frozenset({12}), doubled)
 
 
 def _zoo_wire(f: Fault) -> Callable[[random.Random], Faulty]:

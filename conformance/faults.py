@@ -85,12 +85,12 @@ def _add(f: Fault) -> None:
 # --- frame helpers ------------------------------------------------------------------------------------
 
 
-def _header(frame: bytes) -> dict[str, Any] | None:
+def frame_header(frame: bytes) -> dict[str, Any] | None:
     parsed = parse_frame(frame)
     return None if isinstance(parsed, WireFinding) else parsed.header
 
 
-def _is_response(h: dict[str, Any]) -> bool:
+def is_response(h: dict[str, Any]) -> bool:
     return bool(int(h.get("flag", 0)) & 1)
 
 
@@ -101,7 +101,7 @@ def _ext(h: dict[str, Any]) -> dict[str, Any]:
     return ext
 
 
-class _Answered:
+class Answered:
     """Per connection: the opaques of the two-way requests of some codes, so that their answers can be
     changed."""
 
@@ -111,7 +111,7 @@ class _Answered:
         self.lock = threading.Lock()
 
     def to_broker(self, frame: bytes) -> tuple[bytes | None, bytes | None]:
-        h = _header(frame)
+        h = frame_header(frame)
         two_way = h is not None and not int(h.get("flag", 0)) & 3  # a request that expects an answer
         if h is not None and two_way and int(h.get("code", -1)) in self.codes:
             with self.lock:
@@ -120,7 +120,7 @@ class _Answered:
 
     def answers(self, h: dict[str, Any]) -> bool:
         """Whether ``h`` answers one of the requests kept (and forgets it)."""
-        if not _is_response(h):
+        if not is_response(h):
             return False
         with self.lock:
             opaque = int(h.get("opaque", -1))
@@ -136,8 +136,8 @@ class _Answered:
 def _upper_camel_only(frame: bytes) -> tuple[bytes | None, bytes | None]:
     """The broker reads a request's header keys only in UpperCamel (``ProducerGroup``, ``Topic``, ``A``):
     a key as RocketMQ names it (``producerGroup``, ``a``) is one it does not see."""
-    h = _header(frame)
-    if h is None or _is_response(h):
+    h = frame_header(frame)
+    if h is None or is_response(h):
         return frame, None
 
     def change(header: dict[str, Any]) -> None:
@@ -150,7 +150,7 @@ def _upper_camel_only(frame: bytes) -> tuple[bytes | None, bytes | None]:
 
 def _empty_msg_id(frame: bytes) -> bytes | None:
     def change(h: dict[str, Any]) -> None:
-        if _is_response(h) and "msgId" in _ext(h):
+        if is_response(h) and "msgId" in _ext(h):
             _ext(h)["msgId"] = ""
 
     return rewrite_header(frame, change)
@@ -158,10 +158,10 @@ def _empty_msg_id(frame: bytes) -> bytes | None:
 
 def _end_tx_unanswered() -> WireFault:
     """A two-way END_TRANSACTION is applied, and its answer never sent."""
-    kept = _Answered(frozenset({37}))
+    kept = Answered(frozenset({37}))
 
     def to_client(frame: bytes) -> bytes | None:
-        h = _header(frame)
+        h = frame_header(frame)
         return None if h is not None and kept.answers(h) else frame
 
     return WireFault(to_client=to_client, to_broker=kept.to_broker)
@@ -169,10 +169,10 @@ def _end_tx_unanswered() -> WireFault:
 
 def _pull_always_error() -> WireFault:
     """Every PULL_MESSAGE is answered SYSTEM_ERROR, whatever the queue holds."""
-    kept = _Answered(frozenset({11}))
+    kept = Answered(frozenset({11}))
 
     def to_client(frame: bytes) -> bytes | None:
-        h = _header(frame)
+        h = frame_header(frame)
         if h is None or not kept.answers(h):
             return frame
         return _answer(h, 1, "pull failed")
@@ -196,10 +196,10 @@ def _answer(h: dict[str, Any], code: int, remark: str) -> bytes:
 
 def _heartbeat_refused() -> WireFault:
     """HEART_BEAT answered SYSTEM_ERROR; the broker registers the connection all the same."""
-    kept = _Answered(frozenset({34}))
+    kept = Answered(frozenset({34}))
 
     def to_client(frame: bytes) -> bytes | None:
-        h = _header(frame)
+        h = frame_header(frame)
         return _answer(h, 1, "heart beat refused") if h is not None and kept.answers(h) else frame
 
     return WireFault(to_client=to_client, to_broker=kept.to_broker)
@@ -208,7 +208,7 @@ def _heartbeat_refused() -> WireFault:
 def _plain_send(h: dict[str, Any]) -> bool:
     """Whether ``h`` heads a SEND_MESSAGE (V2) of a plain message: not transactional, no DELAY (its
     header keys as RocketMQ names them, long or V2's short ones)."""
-    if _is_response(h) or int(h.get("code", -1)) not in (10, 310):
+    if is_response(h) or int(h.get("code", -1)) not in (10, 310):
         return False
     ext = h.get("extFields")
     if not isinstance(ext, dict):
@@ -226,7 +226,7 @@ def _queue_offset_plus_one() -> WireFault:
     lock = threading.Lock()
 
     def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
-        h = _header(frame)
+        h = frame_header(frame)
         if h is not None and _plain_send(h) and not int(h.get("flag", 0)) & 2:
             with lock:
                 opaques.add(int(h.get("opaque", 0)))
@@ -234,7 +234,7 @@ def _queue_offset_plus_one() -> WireFault:
 
     def change(h: dict[str, Any]) -> None:
         with lock:
-            if not _is_response(h) or int(h.get("opaque", -1)) not in opaques:
+            if not is_response(h) or int(h.get("opaque", -1)) not in opaques:
                 return
             opaques.discard(int(h.get("opaque", -1)))
         ext = _ext(h)
@@ -247,8 +247,8 @@ def _queue_offset_plus_one() -> WireFault:
 def _no_check_requests(frame: bytes) -> bytes | None:
     """CHECK_TRANSACTION_STATE never reaches a producer: the broker's check service runs (its put-back
     copies, counts and discards as ever), but no check request leaves it."""
-    h = _header(frame)
-    return None if h is not None and not _is_response(h) and int(h.get("code", -1)) == 39 else frame
+    h = frame_header(frame)
+    return None if h is not None and not is_response(h) and int(h.get("code", -1)) == 39 else frame
 
 
 def _records_rewritten(body: bytes, change: Callable[[str], str]) -> bytes | None:
@@ -295,7 +295,7 @@ def _property_names_lower_case(frame: bytes) -> bytes | None:
 
     def change(header: dict[str, Any], body: bytes) -> bytes:
         code = int(header.get("code", -1))
-        if not body or (_is_response(header) and code != 0) or (not _is_response(header) and code != 39):
+        if not body or (is_response(header) and code != 0) or (not is_response(header) and code != 39):
             return body
         rewritten = _records_rewritten(body, _lower_names)
         return body if rewritten is None else rewritten
@@ -316,9 +316,9 @@ def silent_after(requests: int) -> Callable[[], Faulty]:
                 return seen[0] >= requests
 
         def to_broker(frame: bytes) -> tuple[bytes | None, bytes | None]:
-            h = _header(frame)
+            h = frame_header(frame)
             with lock:
-                if h is not None and not _is_response(h):
+                if h is not None and not is_response(h):
                     seen[0] += 1
                 if seen[0] > requests:
                     return None, None

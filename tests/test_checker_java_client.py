@@ -4,31 +4,18 @@ batch service's timing), and a 4.9.x producer's END_TRANSACTION that names no tr
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
+from test_real_histories import judge
 
-from rmqspec.conformance.checker import Verdict, check_history
 from rmqspec.conformance.history import Event, load
-from rmqspec.reference.config import Profile, config_from_broker_conf
 
 HERE = Path(__file__).parent / "fixtures" / "real" / "java-client"
 V497 = HERE / "apache-4.9.7--java-client-workload.jsonl"
 V550 = HERE / "apache-5.5.0--java-client-workload.jsonl"
-
-
-def judge(path: Path, change: Callable[[list[Event]], list[Event]] | None = None) -> Verdict:
-    meta, events = load(path)
-    broker: dict[str, Any] = dict(meta["broker"])
-    config = config_from_broker_conf(broker, Profile(broker.pop("profile")))
-    if change is not None:
-        events = change(copy.deepcopy(events))
-    return check_history(events, config, epsilon_ms=meta["epsilon_ms"], shared=True)
 
 
 def _op_views(events: list[Event]) -> list[int]:
