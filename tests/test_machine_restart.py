@@ -57,7 +57,7 @@ def test_the_reference_passes_the_machine_across_orderly_and_crash_restarts(prof
     )
     assert message is None, message
     assert ways["orderly"] > 0 and ways["crash"] > 0, ways
-    assert verdicts and all(v.valid == "pass" for v in verdicts)
+    assert verdicts and all(v.passed for v in verdicts)
 
 
 def test_a_broker_that_never_writes_its_check_progress_is_killed_for_check_restart() -> None:
