@@ -1,0 +1,94 @@
+"""``rmqspec matrix``: the release matrix on pinned Apache RocketMQ releases (``make conform-matrix``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+console = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def matrix_cmd(
+    release: Annotated[
+        list[str] | None,
+        typer.Option("--release", help="a pinned release (repeat; default: every pinned one)"),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="the matrix's JSON")] = Path("docs/results/matrix.json"),
+    page: Annotated[Path, typer.Option("--page", help="the site's page of it")] = Path(
+        "docs/release-matrix.md"
+    ),
+    work: Annotated[Path, typer.Option("--work", help="per-release reports and failures")] = Path(
+        "out/matrix"
+    ),
+    keep: Annotated[
+        bool,
+        typer.Option("--keep/--fresh", help="keep the rows of releases not run now from the existing JSON"),
+    ] = True,
+    dry: Annotated[bool, typer.Option("--plan", help="only print what each release would run")] = False,
+    smoke: Annotated[int, typer.Option("--smoke", help="smoke scenarios per area")] = 3,
+    brokers: Annotated[int, typer.Option("--brokers", help="brokers running scenarios at once")] = 1,
+) -> None:
+    """Run the scenarios whose expected answer changes across releases, plus a smoke set, on each pinned
+    release (one broker at a time); write the rule x release table. Exit 1 when a run contradicts a rule."""
+    from rmqspec.adapters.apache.versions import PINNED, UnknownVersion, pinned
+    from rmqspec.conformance.scenarios import catalogue
+    from rmqspec.conformance.specdoc import load_spec
+
+    from . import matrix as mx
+
+    root = Path.cwd()
+    try:
+        releases = [pinned(v).version for v in release] if release else list(PINNED)
+    except UnknownVersion as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    spec = load_spec()
+    versions = {r.id: r.versions for r in spec.rules}
+    selection = mx.select(catalogue(spec), spec, smoke)
+    if dry:
+        for v in releases:
+            run, off = mx.plan(selection, versions, v)
+            rnr = sum(1 for why in off.values() if why.startswith(mx.READ_NOT_RUN))
+            console.print(f"{v}: runs {len(run)} of {len(selection.scenarios)}; {rnr} read, not run")
+        return
+    previous: dict[str, mx.ReleaseRun] = {}
+    if keep and out.is_file():
+        try:
+            old = json.loads(out.read_text(encoding="utf-8"))
+            previous = {r["release"]: mx.ReleaseRun.from_json(r) for r in old["releases"]}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            err.print(f"[red]error:[/red] {out} is not the matrix's JSON ({e}); use --fresh")
+            raise typer.Exit(2) from None
+    runs: dict[str, mx.ReleaseRun] = dict(previous)
+    for v in releases:
+        console.print(f"== apache:{v}")
+
+        def progress(done: int, total: int, what: str, v: str = v) -> None:
+            if done % 10 == 0 or done == total:
+                console.print(f"  {v}: {done}/{total} {escape(what)}")
+
+        got = mx.run_release(v, selection, versions, root, work, progress=progress, brokers=brokers)
+        n = {k: sum(1 for o in got.outcomes if o.outcome == k) for k in ("pass", "fail", "skip", "unknown")}
+        console.print(f"  {v}: {got.status}; {n} in {got.seconds:.0f} s")
+        runs[v] = got
+        ordered = [runs[r] for r in PINNED if r in runs]
+        doc = mx.document(ordered, selection, spec, mx.commit_of(root))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        page.write_text(mx.render_markdown(doc), encoding="utf-8")
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    if doc["contradictions"]:
+        for rule, v, sid in doc["contradictions"]:
+            console.print(f"[red]contradicted:[/red] {rule} on {v} ({escape(sid)})")
+        raise typer.Exit(1)
+    console.print(f"no contradiction; {out} and {page} written")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("matrix")(matrix_cmd)
