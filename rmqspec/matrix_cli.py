@@ -66,6 +66,7 @@ def matrix_cmd(
             err.print(f"[red]error:[/red] {out} is not the matrix's JSON ({e}); use --fresh")
             raise typer.Exit(2) from None
     runs: dict[str, mx.ReleaseRun] = dict(previous)
+    commit = mx.commit_of(root)  # the code the runs below run (read before they write anything)
     for v in releases:
         console.print(f"== apache:{v}")
 
@@ -78,7 +79,7 @@ def matrix_cmd(
         console.print(f"  {v}: {got.status}; {n} in {got.seconds:.0f} s")
         runs[v] = got
         ordered = [runs[r] for r in PINNED if r in runs]
-        doc = mx.document(ordered, selection, spec, mx.commit_of(root))
+        doc = mx.document(ordered, selection, spec, commit)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         page.write_text(mx.render_markdown(doc), encoding="utf-8")
