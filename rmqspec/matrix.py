@@ -239,6 +239,8 @@ class ReleaseRun:
     seconds: float = 0.0
     profile: str = ""
     proxy: str = ""  # 5.x: "runs" or why not; "" where there is no proxy or it was not tried
+    commit: str = ""  # the rmqspec commit it ran on
+    date: str = ""  # when it finished (UTC)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -246,12 +248,15 @@ class ReleaseRun:
             "status": self.status,
             "profile": self.profile,
             "proxy": self.proxy,
+            "commit": self.commit,
+            "date": self.date,
             "seconds": round(self.seconds, 1),
             "outcomes": [attrs.asdict(o) for o in self.outcomes],
         }
 
     @staticmethod
-    def from_json(data: Mapping[str, Any]) -> ReleaseRun:
+    def from_json(data: Mapping[str, Any], commit: str = "", date: str = "") -> ReleaseRun:
+        """``commit``, ``date``: a row written without its own (the document's) are given these."""
         outs = tuple(
             Outcome(
                 str(o["scenario"]),
@@ -269,6 +274,8 @@ class ReleaseRun:
             float(data.get("seconds", 0.0)),
             str(data.get("profile", "")),
             str(data.get("proxy", "")),
+            str(data.get("commit") or commit),
+            str(data.get("date") or date),
         )
 
 
@@ -356,7 +363,7 @@ def document(runs: Sequence[ReleaseRun], selection: Selection, spec: Spec, commi
     return {
         "format": "rmqspec-release-matrix",
         "version": 1,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "date": _now(),
         "commit": commit,
         "selection": dict(selection.why),
         "releases": [r.to_json() for r in runs],
@@ -370,15 +377,15 @@ _MARK = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "unknown": "unknown
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The site's page of the matrix (docs/release-matrix.md), from its JSON alone."""
-    runs = [ReleaseRun.from_json(r) for r in doc["releases"]]
+    runs = [ReleaseRun.from_json(r, doc["commit"], doc["date"]) for r in doc["releases"]]
     table: Mapping[str, Mapping[str, str]] = doc["table"]
     lines = [
         "# Release matrix",
         "",
         "<!-- written by `make conform-matrix` (rmqspec/matrix.py) from docs/results/matrix.json: do not edit -->",
         "",
-        f"Run on {doc['date']} at commit `{doc['commit']}` by `make conform-matrix`: on every pinned Apache "
-        "RocketMQ release, the scenarios of the rules whose **Versions** line names a boundary inside a "
+        f"Written on {doc['date']} by `make conform-matrix` (its last run at commit `{doc['commit']}`; each "
+        "release's row names the date and commit it ran on): on every pinned Apache RocketMQ release, the scenarios of the rules whose **Versions** line names a boundary inside a "
         f"release line ({sum(1 for w in doc['selection'].values() if w == 'boundary')} scenarios) and a "
         f"smoke set ({sum(1 for w in doc['selection'].values() if w == 'smoke')} scenarios, a few per "
         "area). A scenario runs on a release when its own `releases` name it, or else when its rules' "
@@ -387,15 +394,16 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "",
         "## Releases",
         "",
-        "| release | profile | status | proxy (gRPC) | pass | fail | skip | unknown | read, not run | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| release | profile | status | proxy (gRPC) | pass | fail | skip | unknown | read, not run | seconds "
+        "| run on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         n = {k: sum(1 for o in run.outcomes if o.outcome == k) for k in ("pass", "fail", "skip", "unknown")}
         rnr = sum(1 for o in run.outcomes if o.outcome == READ_NOT_RUN)
         lines.append(
             f"| {run.release} | {run.profile or '-'} | {run.status} | {run.proxy or '-'} | {n['pass']} | {n['fail']} | {n['skip']} "
-            f"| {n['unknown']} | {rnr} | {run.seconds:.0f} |"
+            f"| {n['unknown']} | {rnr} | {run.seconds:.0f} | {run.date or '-'} `{run.commit[:12] or '-'}` |"
         )
     contradictions = doc["contradictions"]
     lines += ["", "## Contradictions", ""]
@@ -444,6 +452,7 @@ def run_release(
     *,
     progress: Callable[[int, int, str], None] | None = None,
     brokers: int = 1,
+    commit: str = "",
 ) -> ReleaseRun:
     """Resolve, boot and run one release's share of the selection (one broker at a time, each stopped)."""
     from rmqspec.adapters.apache.maven import ResolveError, fetch
@@ -479,7 +488,13 @@ def run_release(
     outcomes = outcomes_of(rep.scenarios, off, selection)
     rel_profile = str(profile.relative_to(root)) if profile is not None else ""
     proxy = proxy_runs(release, profile) if pinned(release).proxy and profile is not None else ""
-    return ReleaseRun(release, "ran", tuple(outcomes), time.perf_counter() - t0, rel_profile, proxy)
+    return ReleaseRun(
+        release, "ran", tuple(outcomes), time.perf_counter() - t0, rel_profile, proxy, commit, _now()
+    )
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def proxy_runs(release: str, profile: Path) -> str:

@@ -61,7 +61,9 @@ def matrix_cmd(
     if keep and out.is_file():
         try:
             old = json.loads(out.read_text(encoding="utf-8"))
-            previous = {r["release"]: mx.ReleaseRun.from_json(r) for r in old["releases"]}
+            previous = {
+                r["release"]: mx.ReleaseRun.from_json(r, old["commit"], old["date"]) for r in old["releases"]
+            }
         except (OSError, ValueError, KeyError, TypeError) as e:
             err.print(f"[red]error:[/red] {out} is not the matrix's JSON ({e}); use --fresh")
             raise typer.Exit(2) from None
@@ -74,7 +76,9 @@ def matrix_cmd(
             if done % 10 == 0 or done == total:
                 console.print(f"  {v}: {done}/{total} {escape(what)}")
 
-        got = mx.run_release(v, selection, versions, root, work, progress=progress, brokers=brokers)
+        got = mx.run_release(
+            v, selection, versions, root, work, progress=progress, brokers=brokers, commit=commit
+        )
         n = {k: sum(1 for o in got.outcomes if o.outcome == k) for k in ("pass", "fail", "skip", "unknown")}
         console.print(f"  {v}: {got.status}; {n} in {got.seconds:.0f} s")
         runs[v] = got

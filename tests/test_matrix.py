@@ -190,6 +190,11 @@ def test_the_page_is_made_from_the_json_alone_and_names_every_contradiction() ->
     assert f"| `{rule}` | 4.9.7 | `{rule}#a` |" in page
     assert "| 5.0.0 | - | does not boot: exit 1 |" in page
     assert mx.ReleaseRun.from_json(doc["releases"][0]) == runs[0]
+    # a row kept from an earlier run without a commit of its own takes its document's
+    older = {k: v for k, v in doc["releases"][1].items() if k not in ("commit", "date")}
+    row = mx.ReleaseRun.from_json(older, "c0ffee", "2026-11-27T10:00:00Z")
+    assert (row.commit, row.date) == ("c0ffee", "2026-11-27T10:00:00Z")
+    assert "| 2026-11-27T10:00:00Z `c0ffee` |" in mx.render_markdown({**doc, "releases": [row.to_json()]})
 
 
 def test_the_committed_page_is_the_committed_json_rendered() -> None:
