@@ -43,6 +43,7 @@ PROFILES: dict[Profile, str] = {
 }
 SMOKE_PER_AREA = 3
 READ_NOT_RUN = "read, not run"
+DIFFERS = "differs, as its Versions line says"
 NOT_RUN = "not run"
 
 _RELEASE = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\b")
@@ -279,14 +280,16 @@ class ReleaseRun:
         )
 
 
-def cell(outcomes: Iterable[Outcome], rule: str) -> str:
+def cell(outcomes: Iterable[Outcome], rule: str, claimed: bool = True) -> str:
     """One rule on one release: fail if any scenario of the rule failed on a failure naming it (or naming no
-    rule), pass if one passed, else skip / unknown / read, not run, in that order."""
-    mine = [o for o in outcomes if rule in o.rules]
+    rule), pass if one passed, else skip / unknown / read, not run, in that order. ``claimed``: the rule's
+    Versions line claims the line's model behaviour on this release; a failure where it does not is
+    DIFFERS (the release differs, as the line says it does), not a contradiction."""
+    mine = [o for o in outcomes if rule in o.rules or rule in o.failed_rules]
     if not mine:
         return NOT_RUN
     if any(o.outcome == "fail" and (rule in o.failed_rules or not o.failed_rules) for o in mine):
-        return "fail"
+        return "fail" if claimed else DIFFERS
     for state in ("pass", "unknown", "skip"):
         if any(o.outcome == state for o in mine):
             return state
@@ -300,27 +303,49 @@ class Table:
     releases: tuple[str, ...]
     rules: tuple[str, ...]
     cells: Mapping[str, Mapping[str, str]]  # rule -> release -> cell
-    contradictions: tuple[tuple[str, str, str], ...]  # (rule, release, scenario) of every failure
+    contradictions: tuple[tuple[str, str, str], ...]  # (rule, release, scenario) of a failure its rule claims
+    # (rule, release, scenario) of a failure on a release the rule's Versions line sets apart
+    set_apart: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.contradictions
 
 
-def build_table(runs: Sequence[ReleaseRun], rules: Sequence[str]) -> Table:
-    """The rule x release table of ``runs``; every failure of a run is a contradiction."""
+def claims(versions: Mapping[str, str] | None, rule: str, release: str) -> bool:
+    """The rule's Versions line claims the line's model behaviour on ``release`` (True without a line)."""
+    text = None if versions is None else versions.get(rule)
+    line = line_of(release)
+    if text is None or line is None:
+        return True
+    c = line_claim(text, line)
+    return c is not None and key(c[0]) <= key(release) <= key(c[1])
+
+
+def build_table(
+    runs: Sequence[ReleaseRun], rules: Sequence[str], versions: Mapping[str, str] | None = None
+) -> Table:
+    """The rule x release table of ``runs``. A failure is a contradiction when the rule it names claims the
+    release in its Versions line (``versions``: rule id -> its line; None: every rule claims every release),
+    else it is set apart: the release differs where the spec says it does."""
     cells: dict[str, dict[str, str]] = {r: {} for r in rules}
     bad: list[tuple[str, str, str]] = []
+    apart: list[tuple[str, str, str]] = []
     for run in runs:
         for r in rules:
-            cells[r][run.release] = cell(run.outcomes, r) if run.status == "ran" else NOT_RUN
+            ok = claims(versions, r, run.release)
+            cells[r][run.release] = cell(run.outcomes, r, ok) if run.status == "ran" else NOT_RUN
         for o in run.outcomes:
             if o.outcome == "fail":
                 for r in o.failed_rules or o.rules:
-                    bad.append((r, run.release, o.scenario))
+                    (bad if claims(versions, r, run.release) else apart).append((r, run.release, o.scenario))
     used = tuple(r for r in rules if any(c != NOT_RUN for c in cells[r].values()))
     return Table(
-        tuple(run.release for run in runs), used, {r: cells[r] for r in used}, tuple(dict.fromkeys(bad))
+        tuple(run.release for run in runs),
+        used,
+        {r: cells[r] for r in used},
+        tuple(dict.fromkeys(bad)),
+        tuple(dict.fromkeys(apart)),
     )
 
 
@@ -329,7 +354,13 @@ def outcomes_of(
 ) -> list[Outcome]:
     """The outcomes of one release: the report's scenario results and the selected scenarios it did not run."""
     out = [
-        Outcome(r.scenario.id, tuple(r.scenario.rules), r.outcome, r.reason, tuple(r.failed_rules))
+        Outcome(
+            r.scenario.id,
+            tuple(r.scenario.rules),
+            r.outcome,
+            r.reason or "; ".join(f"step {f.step} {f.operation}: {f.message}" for f in r.failures[:3]),
+            tuple(r.failed_rules),
+        )
         for r in report_scenarios
     ]
     by_id = {s.id: s for s in selection.scenarios}
@@ -359,7 +390,7 @@ def commit_of(root: Path) -> str:
 def document(runs: Sequence[ReleaseRun], selection: Selection, spec: Spec, commit: str) -> dict[str, Any]:
     """The matrix's JSON (docs/results/matrix.json)."""
     rules = [r.id for r in spec.rules]
-    table = build_table(runs, rules)
+    table = build_table(runs, rules, {r.id: r.versions for r in spec.rules})
     return {
         "format": "rmqspec-release-matrix",
         "version": 1,
@@ -369,6 +400,7 @@ def document(runs: Sequence[ReleaseRun], selection: Selection, spec: Spec, commi
         "releases": [r.to_json() for r in runs],
         "table": {r: dict(table.cells[r]) for r in table.rules},
         "contradictions": [list(c) for c in table.contradictions],
+        "set_apart": [list(c) for c in table.set_apart],
     }
 
 
@@ -412,6 +444,21 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         lines += [f"| `{r}` | {v} | `{s}` |" for r, v, s in contradictions]
     else:
         lines.append("None: no run contradicted a Versions line.")
+    apart = doc.get("set_apart", [])
+    lines += [
+        "",
+        "## Failures on releases a Versions line sets apart",
+        "",
+        "A failure naming a rule whose Versions line says the release behaves otherwise than the line's model "
+        "profile: the release differs where the spec says it does (read the failure to see it is that "
+        "difference).",
+        "",
+    ]
+    if apart:
+        lines += ["| rule | release | scenario |", "|---|---|---|"]
+        lines += [f"| `{r}` | {v} | `{s}` |" for r, v, s in apart]
+    else:
+        lines.append("None.")
     releases = [r.release for r in runs]
     lines += [
         "",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from .matrix import ReleaseRun
 
 console = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -33,6 +36,9 @@ def matrix_cmd(
     dry: Annotated[bool, typer.Option("--plan", help="only print what each release would run")] = False,
     smoke: Annotated[int, typer.Option("--smoke", help="smoke scenarios per area")] = 3,
     brokers: Annotated[int, typer.Option("--brokers", help="brokers running scenarios at once")] = 1,
+    render: Annotated[
+        bool, typer.Option("--render", help="run nothing: rebuild the table and page from the JSON")
+    ] = False,
 ) -> None:
     """Run the scenarios whose expected answer changes across releases, plus a smoke set, on each pinned
     release (one broker at a time); write the rule x release table. Exit 1 when a run contradicts a rule."""
@@ -58,15 +64,27 @@ def matrix_cmd(
             console.print(f"{v}: runs {len(run)} of {len(selection.scenarios)}; {rnr} read, not run")
         return
     previous: dict[str, mx.ReleaseRun] = {}
+    old_commit = ""
     if keep and out.is_file():
         try:
             old = json.loads(out.read_text(encoding="utf-8"))
+            old_commit = str(old["commit"])
             previous = {
                 r["release"]: mx.ReleaseRun.from_json(r, old["commit"], old["date"]) for r in old["releases"]
             }
         except (OSError, ValueError, KeyError, TypeError) as e:
             err.print(f"[red]error:[/red] {out} is not the matrix's JSON ({e}); use --fresh")
             raise typer.Exit(2) from None
+    if render:
+        if not previous:
+            err.print(f"[red]error:[/red] no matrix results in {out} to render")
+            raise typer.Exit(2)
+        ordered = [_with_reasons(previous[r], work) for r in PINNED if r in previous]
+        doc = mx.document(ordered, selection, spec, old_commit)
+        out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        page.write_text(mx.render_markdown(doc), encoding="utf-8")
+        console.print(f"{out} and {page} rebuilt ({len(doc['contradictions'])} contradictions)")
+        return
     runs: dict[str, mx.ReleaseRun] = dict(previous)
     commit = mx.commit_of(root)  # the code the runs below run (read before they write anything)
     for v in releases:
@@ -93,6 +111,33 @@ def matrix_cmd(
             console.print(f"[red]contradicted:[/red] {rule} on {v} ({escape(sid)})")
         raise typer.Exit(1)
     console.print(f"no contradiction; {out} and {page} written")
+
+
+def _with_reasons(run: ReleaseRun, work: Path) -> ReleaseRun:
+    """A failed outcome written without its failures' messages gets them from the release's report in
+    ``work`` (apache-V.json, written by the same run), where that is still there."""
+    import attrs
+
+    report = work / f"apache-{run.release}.json"
+    if not report.is_file() or all(o.reason or o.outcome != "fail" for o in run.outcomes):
+        return run
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        found = {s["id"]: s.get("failures") or [] for s in data["scenarios"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return run
+    outs = tuple(
+        attrs.evolve(
+            o,
+            reason="; ".join(
+                f"step {f['step']} {f['operation']}: {f['message']}" for f in found.get(o.scenario, [])[:3]
+            ),
+        )
+        if o.outcome == "fail" and not o.reason
+        else o
+        for o in run.outcomes
+    )
+    return attrs.evolve(run, outcomes=outs)
 
 
 def register(app: typer.Typer) -> None:

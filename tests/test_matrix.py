@@ -214,3 +214,22 @@ def test_the_pinned_table_is_consistent() -> None:
         assert (not row.proxy or row.line is Profile.V5) and row.logging in ("4.9", "5")
         assert row.line is Profile.V5 or (row.logging == "4.9" and row.java_opts == pinned("4.9.7").java_opts)
     assert pinned("5.5.0").artifacts == ("rocketmq-broker", "rocketmq-proxy")
+
+
+def test_a_failure_on_a_release_its_rule_sets_apart_is_no_contradiction() -> None:
+    versions = {"wire/c": "4.9.0–4.9.8. 5.0.0–5.2.0: same; 5.3.0–5.5.0: the header adds `topic`.", "s/d": ALL}
+    run = mx.ReleaseRun(
+        "5.0.0",
+        "ran",
+        (
+            out("t#a", ("t",), "fail", ("wire/c",)),  # wire/c claims 5.3.0-5.5.0 only: set apart
+            out("s#b", ("s/d",), "fail"),  # s/d claims every release: a contradiction
+        ),
+    )
+    t = mx.build_table([run], ["wire/c", "s/d", "t"], versions)
+    assert t.set_apart == (("wire/c", "5.0.0", "t#a"),)
+    assert t.contradictions == (("s/d", "5.0.0", "s#b"),)
+    assert t.cells["s/d"]["5.0.0"] == "fail" and t.cells["wire/c"]["5.0.0"] == mx.DIFFERS
+    on_530 = mx.build_table([attrs.evolve(run, release="5.3.0")], ["wire/c"], versions)
+    assert ("wire/c", "5.3.0", "t#a") in on_530.contradictions  # inside its claim: contradicted
+    assert mx.claims(versions, "wire/c", "5.2.0") is False and mx.claims(None, "wire/c", "5.2.0") is True
