@@ -61,13 +61,15 @@ def _row(
     logging: str | None = None,
     proxy: bool | None = None,
 ) -> ApacheVersion:
-    """A release of the 4.9 line (plain logback, the --add-opens of OPENS_4_9) or of 5.x (by default RocketMQ's
-    shaded logback and no --add-opens; the proxy beside the broker)."""
+    """A release of the 4.9 line (plain logback) or of 5.x (by default RocketMQ's shaded logback and the proxy
+    beside the broker); by default with the --add-opens of OPENS_4_9: 5.1.1 needs them too (its broker, started
+    again on its store, died with IllegalAccessError: UtilAll cannot access sun.nio.ch.DirectBuffer), and
+    they are given to every 5.x before 5.5.0, which was shown to need none."""
     four = version.startswith("4.9.")
     return ApacheVersion(
         version,
         Profile.V4_9 if four else Profile.V5,
-        (OPENS_4_9 if four else ()) if java_opts is None else java_opts,
+        OPENS_4_9 if java_opts is None else java_opts,
         ("4.9" if four else "5") if logging is None else logging,
         not four if proxy is None else proxy,
         mq_version(version),
@@ -118,12 +120,18 @@ PINNED: dict[str, ApacheVersion] = {
             "5.0.0",
             "Logs through plain logback from conf/logback_broker.xml as 4.9 does (its classpath has "
             "logback-classic 1.2.10, not RocketMQ's shaded one) and runs with the 4.9 --add-opens; booted on "
-            "Java 17, answered a send and a pull (2026-11-27).",
+            "Java 17, answered a send and a pull (2026-11-27). Its proxy reads its home only from the "
+            "environment (RMQ_PROXY_HOME) and logback from there (conf/logback_proxy.xml): with both it runs.",
             java_opts=OPENS_4_9,
             logging="4.9",
         ),
         _row("5.1.0", "Resolves (broker and proxy); RocketMQ's shaded logback from here on."),
-        _row("5.1.1", "Resolves (broker and proxy)."),
+        _row(
+            "5.1.1",
+            "Booted, answered the matrix's scenarios and ran its proxy (2026-11-27); started again on its store "
+            "it needs the --add-opens of OPENS_4_9 (without them: IllegalAccessError, UtilAll cannot access "
+            "sun.nio.ch.DirectBuffer).",
+        ),
         _row("5.1.3", "Resolves (broker and proxy)."),
         _row(
             "5.1.4",
@@ -141,6 +149,7 @@ PINNED: dict[str, ApacheVersion] = {
             "The newest 5.x that resolves from Maven Central (5.5.1 lacks rocketmq-client, -srvutil, -filter "
             "and -auth 5.5.1). Needs no --add-opens on Java 17 (booted, restarted after SIGTERM and after "
             "SIGKILL without them).",
+            java_opts=(),
         ),
     )
 }
