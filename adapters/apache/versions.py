@@ -138,7 +138,11 @@ PINNED: dict[str, ApacheVersion] = {
             "Broker only: rocketmq-proxy 5.1.4 is not on Maven Central (its metadata lists 5.0.0, 5.1.0, 5.1.1, 5.1.3, 5.2.0, 5.3.3, 5.4.0, 5.5.0).",
             proxy=False,
         ),
-        _row("5.2.0", "Resolves (broker and proxy)."),
+        _row(
+            "5.2.0",
+            "Ran the matrix's scenarios with the 4.9 --add-opens, restarts included, and its proxy "
+            "(2026-11-27).",
+        ),
         _row("5.3.0", "Broker only: rocketmq-proxy 5.3.0 is not on Maven Central.", proxy=False),
         _row("5.3.1", "Broker only: rocketmq-proxy 5.3.1 is not on Maven Central.", proxy=False),
         _row("5.3.2", "Broker only: rocketmq-proxy 5.3.2 is not on Maven Central.", proxy=False),
