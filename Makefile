@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYTHONHASHSEED ?= 0
 
-.PHONY: constraints venv browser faketime conform conform-real results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
+.PHONY: constraints venv browser faketime conform conform-real conform-matrix results test lint typecheck rules crosshair pytest docs bench mutmut clean rocketmq
 
 venv: $(STAMP)
 
@@ -87,7 +87,7 @@ test: lint typecheck rules crosshair pytest docs conform-real
 # Apache RocketMQ, every pinned version (rmqspec broker versions): the brokers' jars from Maven Central into
 # ~/.cache/rmqspec (or $$RMQSPEC_CACHE); offline once there. Needs Maven (apt-get install maven).
 rocketmq: $(STAMP) faketime
-	$(BIN)/rmqspec broker fetch
+	$(BIN)/rmqspec broker fetch $(foreach v,$(REAL_VERSIONS),--version $(v))
 
 # The whole suite on every pinned Apache RocketMQ version, each started by rmqspec with the short-levels
 # profile and stopped after; reports in out/results/ (docs/results/ is made from them by `make results`).
@@ -112,6 +112,13 @@ conform-real: rocketmq
 	$(BIN)/rmqspec conform --target apache-proxy:5.5.0 --profile $(REAL_PROFILE_5) \
 	  --report out/results/apache-proxy-5.5.0.json --junit out/results/apache-proxy-5.5.0.xml || status=$$?; \
 	exit $$status
+
+# The release matrix (not part of `make test`: a broker per pinned release, about an hour): the scenarios
+# whose expected answer changes across releases plus a smoke set, on every pinned release (or MATRIX=...),
+# one broker at a time; writes docs/results/matrix.json and docs/release-matrix.md (the site's page).
+MATRIX ?=
+conform-matrix: $(STAMP) faketime
+	$(BIN)/rmqspec matrix $(foreach v,$(MATRIX),--release $(v))
 
 # The latest real-broker reports (out/results/, from make conform-real) become the site's results.
 results:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -64,6 +65,16 @@ from rmqspec.reference.config import BrokerConfig
 from rmqspec.reference.model import semantics_for
 
 FLUSH_DELAY_OFFSET_INTERVAL_MS = 10_000
+# CPython 3.11 counts the AST converter's recursion depth per interpreter, not per thread: two scenario threads
+# parsing at once fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905;
+# seen on apache:4.9.7 in the release matrix, 2026-11-27). One parse at a time.
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse(text: str) -> ast.Expression:
+    with _PARSE_LOCK:
+        return ast.parse(text.strip(), mode="eval")
+
 
 __all__ = ["Env", "ExprError", "Needs", "evaluate", "is_expr", "need", "parse_need", "resolve"]
 
@@ -176,7 +187,7 @@ def evaluate(text: str, env: Env) -> int:
     """The value of ``=EXPR`` (or of ``EXPR``) under ``env``."""
     source = text[1:] if text.startswith("=") else text
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = _parse(source)
     except SyntaxError as e:
         raise ExprError(f"{text!r} is not an expression: {e.msg}") from None
     names, functions = env.names(), env.functions()
@@ -271,7 +282,7 @@ def parse_need(text: str) -> tuple[str, str, str]:
     """A scenario's ``needs`` entry, ``EXPR OP EXPR`` (OP one of ``< <= > >= == !=``), as its left
     side, operator and right side; ExprError when it is not one comparison."""
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = _parse(text)
     except SyntaxError as e:
         raise ExprError(f"need {text!r} is not a comparison: {e.msg}") from None
     body = tree.body
@@ -286,7 +297,7 @@ def need(text: str, env: Env) -> None:
     a, b = evaluate(left, env), evaluate(right, env)
     if next(f for sym, f in _COMPARE.values() if sym == op)(a, b):
         return
-    names = sorted({n.id for n in ast.walk(ast.parse(text.strip(), mode="eval")) if isinstance(n, ast.Name)})
+    names = sorted({n.id for n in ast.walk(_parse(text)) if isinstance(n, ast.Name)})
     shown = ", ".join(f"{_SETTING.get(n, n)} {env.names()[n]}" for n in names if n in env.names())
     raise Needs(
         f"settings where {left} {op} {right} (the target has {shown or f'{a} {op} {b} false'})",

@@ -187,9 +187,10 @@ def build_app() -> typer.Typer:
 
     app.command("rules")(rules_cmd)
 
-    from rmqspec import broker_cli, commands, traces_cli  # conform, mutants, scenarios, serve; traces; broker
+    from rmqspec import broker_cli, commands, matrix_cli, traces_cli  # conform, ...; traces; broker; matrix
 
     commands.register(app)
+    matrix_cli.register(app)
     traces_cli.register(app)
     broker_cli.register(app)
     return app

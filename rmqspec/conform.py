@@ -282,6 +282,7 @@ def conform(
     the workload; over the remoting protocol, the wire probe beside them from the start (``probe``).
     Raises TargetSpecError for a target or profile that cannot be used."""
     scenarios = scenarios if scenarios is not None else catalogue()
+    scenarios, unclaimed = _claimed(target, scenarios)
     stamp = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "profile": None if profile is None else str(profile),
@@ -306,7 +307,44 @@ def conform(
         plots=plots,
         brokers=brokers,
     )
+    if unclaimed:
+        rep = attrs.evolve(rep, scenarios=rep.scenarios + tuple(unclaimed))
     return attrs.evolve(rep, settings={**stamp, **rep.settings})
+
+
+def _claimed(target: str, scenarios: list[Scenario]) -> tuple[list[Scenario], list[ScenarioResult]]:
+    """On a real broker of one release (apache:V, apache-proxy:V), the scenarios whose expected answers hold
+    on V (their own releases, else what their rules' Versions lines claim: rmqspec/matrix.py), and a skip
+    saying "read, not run" for each of the others: a release that a Versions line says behaves otherwise
+    than the line's model profile is not judged by that profile."""
+    release = next(
+        (target.removeprefix(p) for p in ("apache:", "apache-proxy:") if target.startswith(p)), None
+    )
+    if release is None:
+        return scenarios, []
+    from rmqspec.conformance.specdoc import load_spec
+
+    from . import matrix
+
+    try:
+        line = matrix.line_of(release)
+    except matrix.MatrixError:
+        return scenarios, []  # not a release: apache_target says so
+    versions = {r.id: r.versions for r in load_spec().rules}
+    keep: list[Scenario] = []
+    off: list[ScenarioResult] = []
+    for s in scenarios:
+        if line is None or (s.profile is not None and s.profile != line.value):
+            keep.append(s)  # another line's scenario: the suite skips it, saying so
+            continue
+        c = matrix.claim(s, versions)
+        if c.covers(release):
+            keep.append(s)
+        else:
+            where = ", ".join(a if a == b else f"{a}–{b}" for a, b in c.ranges) or "no release"
+            what = "its releases are" if c.source == "scenario" else "its rules' Versions lines claim it on"
+            off.append(ScenarioResult(s, "skip", f"{matrix.READ_NOT_RUN} on {release}: {what} {where}"))
+    return keep, off
 
 
 def _version() -> str:

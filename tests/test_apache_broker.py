@@ -22,7 +22,7 @@ import pytest
 from rmqspec.adapters.apache import netns
 from rmqspec.adapters.apache.launcher import STATE_FILE, ApacheBroker, BrokerState, pid_alive
 from rmqspec.adapters.apache.maven import cached
-from rmqspec.adapters.apache.versions import PINNED
+from rmqspec.adapters.apache.versions import SUITE
 from rmqspec.adapters.remoting.client import RemotingClient
 from rmqspec.adapters.remoting.profile import load_profile
 from rmqspec.adapters.remoting.target import RemotingTarget
@@ -44,7 +44,7 @@ def need(tool: str, why: str) -> None:
         pytest.skip(f"{tool} not found ({why})")
 
 
-@pytest.fixture(scope="module", params=list(PINNED))
+@pytest.fixture(scope="module", params=list(SUITE))
 def broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ApacheBroker]:

@@ -180,7 +180,7 @@ def test_the_pinned_table() -> None:
     assert pinned("4.9.7").mq_version == 407 and pinned("5.5.0").mq_version == 513
     with pytest.raises(UnknownVersion, match=r"4\.9\.8 is not on Maven Central: use 4\.9\.7"):
         pinned("4.9.8")
-    with pytest.raises(UnknownVersion, match=r"pinned: 4\.9\.7, 5\.5\.0"):
+    with pytest.raises(UnknownVersion, match=r"pinned: 4\.9\.0, .*4\.9\.7, .*5\.5\.0$"):
         pinned("6.0")
 
 

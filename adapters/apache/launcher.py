@@ -566,7 +566,9 @@ class ApacheBroker:
         cmd = self._command(classpath, d)
         log = d / "logs" / "broker.log"
         offset = log.stat().st_size if log.exists() else 0
-        env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
+        env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "RMQ_PROXY_HOME")}
+        if self.proxy and self.row.logging == "4.9":
+            env["RMQ_PROXY_HOME"] = str(d / "home")  # 5.0.0's proxy reads its home from the environment only
         if self.faketime is not None:
             offset_file = d / clock.OFFSET_FILE
             if not offset_file.exists():

@@ -2,7 +2,10 @@
 
 - 4.9.x: ``BrokerStartup`` configures logback from ``${rocketmq.home.dir}/conf/logback_broker.xml`` and exits
   with code 255 ("JoranException: Could not open [...]") when the file is missing.
-- 5.x: the broker logs through RocketMQ's shaded logback, which reads the file named by the system property
+- 5.0.0 logs as 4.9.x does (plain logback); its proxy (``ProxyStartup``) finds its home only in the environment
+  (``RMQ_PROXY_HOME`` or ``ROCKETMQ_HOME``: the launcher sets the first) and exits without
+  ``conf/logback_proxy.xml`` there.
+- 5.1.0 and later: the broker logs through RocketMQ's shaded logback, which reads the file named by the system property
   ``rmq.logback.configurationFile``; without it, the first of ``rmq.logback-test.xml``, ``rmq.logback.xml``,
   ``rmq.proxy.logback.xml``, ``rmq.broker.logback.xml``, ... on the classpath (the broker jar's own config:
   rolling files under ``${user.home}/logs/rocketmqlogs``).
@@ -30,6 +33,8 @@ def install(version: ApacheVersion, home: Path, log_dir: Path) -> list[str]:
     flags = [f"-D{LOG_DIR_PROPERTY}={log_dir}"]
     if version.logging == "4.9":
         shutil.copyfile(RESOURCES / "logback-4.9.xml", conf / "logback_broker.xml")
+        if version.proxy:  # 5.0.0's ProxyStartup: logback from ${RMQ_PROXY_HOME}/conf/logback_proxy.xml
+            shutil.copyfile(RESOURCES / "logback-4.9.xml", conf / "logback_proxy.xml")
     else:
         target = conf / "rmq.broker.logback.xml"
         shutil.copyfile(RESOURCES / "logback-5.xml", target)

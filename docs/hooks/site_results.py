@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 RESULTS_DIR = "docs/results"  # relative to the project root (the folder of mkdocs.yml)
 RUN_ENV = "RMQSPEC_SITE_RUN"
+MATRIX_JSON = "matrix.json"
 # Report files, in the order of the columns, with their titles.
 KNOWN = (
     ("apache-4.9.7.json", "Apache RocketMQ 4.9.7"),
@@ -256,7 +257,8 @@ def _report_target(path: Path, title: str) -> TargetResults:
 def _reports(root: Path) -> tuple[TargetResults, ...]:
     folder = root / RESULTS_DIR
     known = dict(KNOWN)
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    # matrix.json is the release matrix (rmqspec/matrix.py, its own page docs/release-matrix.md), not a report
+    files = sorted(p for p in folder.glob("*.json") if p.name != MATRIX_JSON) if folder.is_dir() else []
     order = {name: i for i, (name, _title) in enumerate(KNOWN)}
     files.sort(key=lambda p: (order.get(p.name, len(order)), p.name))
     out = []
