@@ -51,7 +51,7 @@ def test_the_reference_passes_the_machine_across_orderly_and_crash_restarts(prof
     message = run_machine(
         lambda c: Counting(Model(c), config=c),
         BrokerConfig(profile=profile),
-        max_examples=40,
+        max_examples=100,
         seed=1,
         on_verdict=lambda v, _ops: verdicts.append(v),
     )
