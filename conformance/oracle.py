@@ -73,7 +73,7 @@ UNCOMPARED: Final = frozenset(
     {"CLUSTER", "MSG_REGION", "TRACE_ON", "MIN_OFFSET", "MAX_OFFSET", "CONSUME_START_TIME"}
 )
 NEVER: Final = sys.maxsize
-MAX_NODES: Final = 20_000  # search nodes per phase: beyond this the history is refused as too large
+MAX_NODES: Final = 3_000  # search nodes over all phases: beyond this the history is refused as too large
 
 
 class OracleRefused(ValueError):
@@ -235,9 +235,10 @@ def _service_times(events: Sequence[object]) -> list[int]:
 
 
 def _timed(op: Op) -> bool:
-    """Whether the moment an operation takes effect decides something besides its order: the deliver
-    time of a delayed send or a send-back, the check rounds of a half message."""
-    if isinstance(op, ConsumerSendBack):
+    """Whether the moment an operation takes effect may decide something besides its order: the deliver
+    time of a delayed send or a send-back, the check rounds of a half message, the time of the op
+    message an END_TRANSACTION writes. (A plain send's or a pull's moment only orders it.)"""
+    if isinstance(op, ConsumerSendBack | EndTx):
         return True
     if isinstance(op, Send):
         m = op.message
@@ -257,6 +258,7 @@ class _Search:
         self.critical = critical
         self.nodes = 0
         self.invoke_order = False
+        self.causal = True
         self.advanced: dict[tuple[BrokerState, int, int], tuple[BrokerState, list[Any]]] = {}
         self.failed: set[tuple[BrokerState, int, int, frozenset[int], frozenset[int]]] = set()
 
@@ -327,7 +329,7 @@ class _Search:
     def answers_a_check_received(self, o: Operation, matched: frozenset[int]) -> bool:
         """An END_TRANSACTION from a check answers a check request of the history that arrived before it
         was invoked and that the run has sent (causality: the producer answers what it received)."""
-        if not isinstance(o.op, EndTx) or not o.op.request.from_check:
+        if not self.causal or not isinstance(o.op, EndTx) or not o.op.request.from_check:
             return True
         r = o.op.request
         return any(
@@ -401,16 +403,18 @@ def _critical(events: Sequence[Event], config: BrokerConfig, eps: int) -> list[i
 
 
 def _phases(checks: list[Check], interval: int, eps: int) -> list[int]:
+    """The check phases to try: 0, and each that puts one shown check at its run or epsilon after it;
+    only those that put every shown check within epsilon after some run of theirs."""
     out = [0]
     for c in checks:
         for p in (c.time % interval, (c.time - eps) % interval):
             if p not in out:
                 out.append(p)
-    return out
+    return [p for p in out if all((c.time - p) % interval <= eps for c in checks)]
 
 
 def _explain(
-    events: Sequence[Event], config: BrokerConfig, eps: int, invoke_order: bool = False
+    events: Sequence[Event], config: BrokerConfig, eps: int, invoke_order: bool = False, causal: bool = True
 ) -> Explained | None:
     ops, checks = _read(events)
     if not events:
@@ -418,35 +422,50 @@ def _explain(
     start = min(e.time for e in events)
     end = max(e.time for e in events)
     critical = _critical(events, config, eps)
+    nodes = 0
     for phase in _phases(checks, config.transaction_check_interval_ms, eps):
         model = Model(config, check_phase_ms=phase)
         search = _Search(model, ops, checks, end, eps, critical)
         search.invoke_order = invoke_order
+        search.causal = causal
+        search.nodes = nodes
         found = search.run(model.initial(), start, start, frozenset(), frozenset())
         if found is not None:
             return Explained(phase, tuple(found))
+        nodes = search.nodes
     return None
 
 
 def explain(
-    events: Sequence[Event], config: BrokerConfig, *, epsilon_ms: int = EPSILON_MS, invoke_order: bool = False
+    events: Sequence[Event],
+    config: BrokerConfig,
+    *,
+    epsilon_ms: int = EPSILON_MS,
+    invoke_order: bool = False,
+    shortest_prefix: bool = True,
+    causal: bool = True,
 ) -> Verdict:
     """Search the broker runs the model allows for one that explains ``events`` (see the module doc).
 
     ``invoke_order``: only runs where operations take effect in the order they were invoked (what the
-    fast checker assumes; used to classify a disagreement)."""
+    fast checker assumes; used to classify a disagreement). ``shortest_prefix`` False: an unexplained
+    history is answered with the whole history as its prefix (no search for the shortest). ``causal``
+    False: an END_TRANSACTION from a check need not follow the check's arrival (to classify a
+    disagreement)."""
     if config.profile is Profile.V5:
         raise OracleRefused("the 5.x profile (timer wheel, op batch) is not modelled by the oracle")
     events = sorted(events, key=lambda e: e.index)
     if any(e.f == "restart" for e in events):
         raise OracleRefused("a history with a restart is not modelled by the oracle")
-    found = _explain(events, config, epsilon_ms, invoke_order)
+    found = _explain(events, config, epsilon_ms, invoke_order, causal)
     if found is not None:
         return found
+    if not shortest_prefix:
+        return Unexplained(tuple(events))
     lo, hi = 0, len(events)  # prefix lo is explained, prefix hi is not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _explain(events[:mid], config, epsilon_ms, invoke_order) is None:
+        if _explain(events[:mid], config, epsilon_ms, invoke_order, causal) is None:
             hi = mid
         else:
             lo = mid
