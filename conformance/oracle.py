@@ -200,17 +200,21 @@ def _with_queue_pick(op: Op, comp: Event | None) -> Op:
 # --- comparing answers ----------------------------------------------------------------------------------
 
 
-def _record(d: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in d.items() if k not in UNJUDGED_FIELDS}
+# Compared only with exact offsets: where the target laid out its commit log (to classify a disagreement).
+OFFSET_FIELDS: Final = frozenset({"msg_id", "commit_log_offset"})
+
+
+def _record(d: dict[str, Any], exact: bool = True) -> dict[str, Any]:
+    out = {k: v for k, v in d.items() if k not in UNJUDGED_FIELDS and (exact or k not in OFFSET_FIELDS)}
     out["properties"] = {k: v for k, v in d.get("properties", {}).items() if k not in UNCOMPARED}
     return out
 
 
-def _answer(d: dict[str, Any]) -> dict[str, Any]:
+def _answer(d: dict[str, Any], exact: bool = True) -> dict[str, Any]:
     return {
         "code": d.get("code"),
-        "fields": d.get("fields") or {},
-        "records": [_record(r) for r in d.get("records") or []],
+        "fields": {k: v for k, v in (d.get("fields") or {}).items() if exact or k not in OFFSET_FIELDS},
+        "records": [_record(r, exact) for r in d.get("records") or []],
         "no_response": bool(d.get("no_response")),
     }
 
@@ -259,6 +263,7 @@ class _Search:
         self.nodes = 0
         self.invoke_order = False
         self.causal = True
+        self.exact = True
         self.advanced: dict[tuple[BrokerState, int, int], tuple[BrokerState, list[Any]]] = {}
         self.failed: set[tuple[BrokerState, int, int, frozenset[int], frozenset[int]]] = set()
 
@@ -377,9 +382,8 @@ class _Search:
                     if not self.answers_a_check_received(o, matched2):
                         continue
                     s3, obs = self.model.step(s2, o.op, m)
-                    if o.answer is not None and _answer(response_to_json(response_of(obs))) != _answer(
-                        o.answer
-                    ):
+                    model = _answer(response_to_json(response_of(obs)), self.exact)
+                    if o.answer is not None and model != _answer(o.answer, self.exact):
                         continue
                     rest = self.run(s3, m, b2, done | {o.id}, matched2)
                     if rest is not None:
@@ -414,7 +418,12 @@ def _phases(checks: list[Check], interval: int, eps: int) -> list[int]:
 
 
 def _explain(
-    events: Sequence[Event], config: BrokerConfig, eps: int, invoke_order: bool = False, causal: bool = True
+    events: Sequence[Event],
+    config: BrokerConfig,
+    eps: int,
+    invoke_order: bool = False,
+    causal: bool = True,
+    exact: bool = True,
 ) -> Explained | None:
     ops, checks = _read(events)
     if not events:
@@ -428,6 +437,7 @@ def _explain(
         search = _Search(model, ops, checks, end, eps, critical)
         search.invoke_order = invoke_order
         search.causal = causal
+        search.exact = exact
         search.nodes = nodes
         found = search.run(model.initial(), start, start, frozenset(), frozenset())
         if found is not None:
@@ -444,6 +454,7 @@ def explain(
     invoke_order: bool = False,
     shortest_prefix: bool = True,
     causal: bool = True,
+    exact_offsets: bool = True,
 ) -> Verdict:
     """Search the broker runs the model allows for one that explains ``events`` (see the module doc).
 
@@ -451,13 +462,14 @@ def explain(
     fast checker assumes; used to classify a disagreement). ``shortest_prefix`` False: an unexplained
     history is answered with the whole history as its prefix (no search for the shortest). ``causal``
     False: an END_TRANSACTION from a check need not follow the check's arrival (to classify a
-    disagreement)."""
+    disagreement). ``exact_offsets`` False: the message ids and commit-log offsets of answers are not
+    compared (to classify a disagreement; operations that name an offset still use the target's)."""
     if config.profile is Profile.V5:
         raise OracleRefused("the 5.x profile (timer wheel, op batch) is not modelled by the oracle")
     events = sorted(events, key=lambda e: e.index)
     if any(e.f == "restart" for e in events):
         raise OracleRefused("a history with a restart is not modelled by the oracle")
-    found = _explain(events, config, epsilon_ms, invoke_order, causal)
+    found = _explain(events, config, epsilon_ms, invoke_order, causal, exact_offsets)
     if found is not None:
         return found
     if not shortest_prefix:
@@ -465,7 +477,7 @@ def explain(
     lo, hi = 0, len(events)  # prefix lo is explained, prefix hi is not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _explain(events[:mid], config, epsilon_ms, invoke_order, causal) is None:
+        if _explain(events[:mid], config, epsilon_ms, invoke_order, causal, exact_offsets) is None:
             hi = mid
         else:
             lo = mid
