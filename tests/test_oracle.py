@@ -56,6 +56,22 @@ ANSWER_FIRST = "check answered before it arrived"
 # later one at the lower offset: CommitLog.doAppend appends): reported, undecided here.
 # Fixture: tests/fixtures/oracle/offsets-swapped.jsonl.
 OFFSETS = "commit-log offsets other than the model's"
+# A delayed send's answer names its entry's offset in the schedule queue; the fast checker decides
+# whether it knows a send's offset by the message's own topic queue (checker/operations.py: ``queue not
+# in self.mixed_queues``), which for a delayed send is the queue its copy is later delivered into, so it
+# never compares a delayed send's offset: a wrong one passes (put/send-result). A fast-checker bug.
+# Fixture: tests/fixtures/oracle/delayed-send-wrong-offset.jsonl.
+DELAYED_OFFSET = "fast checker skips a delayed send's offset"
+
+
+def _delayed_send_answer(events: Sequence[Event], last: Event) -> bool:
+    """``last`` is the answer to a send with a DELAY property."""
+    if last.f != "send" or last.type == "invoke":
+        return False
+    inv = max(
+        (e for e in events if e.process == last.process and e.index < last.index), key=lambda e: e.index
+    )
+    return inv.type == "invoke" and bool(inv.value.get("properties", {}).get("DELAY"))
 
 
 def agree(events: Sequence[Event]) -> str | None:
@@ -72,6 +88,14 @@ def agree(events: Sequence[Event]) -> str | None:
         and not explain(events, CONFIG, epsilon_ms=EPS, invoke_order=True, shortest_prefix=False).ok
     ):
         return INVOKE_ORDER
+    if fast and not oracle.ok:
+        if explain(events, CONFIG, epsilon_ms=EPS, causal=False, shortest_prefix=False).ok:
+            return ANSWER_FIRST
+        if explain(events, CONFIG, epsilon_ms=EPS, exact_offsets=False, shortest_prefix=False).ok:
+            return OFFSETS
+        failing = explain(events, CONFIG, epsilon_ms=EPS)
+        if isinstance(failing, Unexplained) and _delayed_send_answer(events, failing.prefix[-1]):
+            return DELAYED_OFFSET
     assert fast == oracle.ok, (
         f"fast checker {'passes' if fast else 'fails'}, oracle {'explains' if oracle.ok else 'does not'}:\n"
         + jsonl(events)
@@ -268,4 +292,22 @@ def test_fixture_offsets_swapped() -> None:
 )
 def test_fixture_offsets_swapped_fast_checker_rejects() -> None:
     _, events = load(FIXTURES / "offsets-swapped.jsonl")
+    assert check_history(events, CONFIG, epsilon_ms=EPS).valid != "pass"
+
+
+def test_fixture_delayed_send_wrong_offset_oracle_rejects() -> None:
+    _, events = load(FIXTURES / "delayed-send-wrong-offset.jsonl")
+    v = explain(events, CONFIG)
+    assert isinstance(v, Unexplained)
+    assert _delayed_send_answer(events, v.prefix[-1])  # it fails at the delayed send's answer
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fast checker bug: a delayed send's queue offset (its schedule entry's) is never compared, "
+    "because whether it is known is decided on the message's own topic queue (checker/operations.py "
+    "mixed_queues), which delivered copies also write; put/send-result",
+)
+def test_fixture_delayed_send_wrong_offset_fast_checker_rejects() -> None:
+    _, events = load(FIXTURES / "delayed-send-wrong-offset.jsonl")
     assert check_history(events, CONFIG, epsilon_ms=EPS).valid != "pass"
