@@ -16,7 +16,7 @@ oracle *searches* every broker run the model allows and asks whether one explain
   takes effect at ``m`` the services have run up to some ``b`` with ``m - epsilon_ms <= b <= m``; the
   oracle tries every ``b`` that changes what they did (just before each delivery or check run in that
   range). So a delivery due at ``d`` becomes visible somewhere in ``[d, d + epsilon_ms]``
-  (schedule/deliver-time, with the checker's epsilon), never before;
+  (schedule/due-time, with the checker's epsilon), never before;
 - **the check service's phase**: its runs fall at ``phase + k * transactionCheckInterval``; the phase
   is tried at 0 and at each check arrival and each arrival less epsilon (mod the interval); a check
   request must arrive within ``[run, run + epsilon_ms]`` of the run that sent it, with exactly the
