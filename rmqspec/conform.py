@@ -132,25 +132,16 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
             return Served(tp, spec, lambda cfg: Model(cfg))
         name = inner.removeprefix("mutant:")
         if inner.startswith("mutant:") and name in MUTANTS:
-            served = Served(tp, spec, MUTANTS[name].model)
-            wire = MUTANTS[name].wire
-            return served if wire is None else FaultServed(served, wire)
-        if inner.startswith("combo:"):
-            try:
+            return _served(Served(tp, spec, MUTANTS[name].model), MUTANTS[name].wire)
+        try:
+            if inner.startswith("combo:"):
                 combo = combination(inner.removeprefix("combo:"))
-            except KeyError as e:
-                raise TargetSpecError(str(e.args[0])) from None
-            served = Served(tp, spec, combo.model)
-            combined = combo.wire_fault()
-            return served if combined is None else FaultServed(served, combined)
-        if inner.startswith("fault:"):
-            try:
+                return _served(Served(tp, spec, combo.model), combo.wire_fault())
+            if inner.startswith("fault:"):
                 f = fault(inner.removeprefix("fault:"))
-            except KeyError as e:
-                raise TargetSpecError(str(e.args[0])) from None
-            served = Served(tp, spec, f.model)
-            faulty = f.wire_fault()
-            return served if faulty is None else FaultServed(served, faulty)
+                return _served(Served(tp, spec, f.model), f.wire_fault())
+        except KeyError as e:
+            raise TargetSpecError(str(e.args[0])) from None
         raise TargetSpecError(
             f"cannot serve {inner!r}: use served, served:reference, served:mutant:NAME, served:fault:NAME or "
             "served:combo:SEED:INDEX|NAME"
@@ -169,6 +160,11 @@ def wall_target(spec: str, profile: Path | None) -> WallTarget:
     if spec.startswith(("grpc://", "apache-proxy:")):
         return grpc_wall_target(spec, profile)
     raise TargetSpecError(f"unknown target {spec!r} (use {TARGET_FORMS})")
+
+
+def _served(served: Served, wire: Faulty | None) -> WallTarget:
+    """The served model, its frames through ``wire`` when there is one."""
+    return served if wire is None else FaultServed(served, wire)
 
 
 def grpc_wall_target(spec: str, profile: Path | None) -> WallTarget:
